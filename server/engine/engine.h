@@ -1,0 +1,133 @@
+// Engine: the retry coordinator's decision logic and per-endpoint state.
+//
+// Admit() answers "may I send attempt n now?"; Report() records an attempt's
+// outcome and, for a failure, answers for attempt n+1. The decision order
+// (DESIGN.md) for a failure report is: validate -> not retryable -> attempt
+// limit -> breaker -> retry budget (an empty budget answers at once, before
+// any delay is computed) -> policy delay -> Retry-After -> deadline/horizon.
+// Retries withdraw from the budget when admitted (Admit with attempt > 1);
+// a failure report only checks the balance, so every retry actually sent
+// withdraws exactly once whether it was told PROCEED or DEFER first.
+//
+// State per endpoint is shared by every caller (the fleet) and soft: losing
+// it loses only backoff history. The table is sharded by key hash, one
+// absl::Mutex per shard, no global lock on the decision path, and a lookup
+// of a known endpoint allocates nothing.
+//
+// Thread-safe: every method may be called concurrently. Time comes only from
+// the injected Clock and randomness only from the injected RandomSource.
+#ifndef STAGGER_SERVER_ENGINE_ENGINE_H_
+#define STAGGER_SERVER_ENGINE_ENGINE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/engine/clock.h"
+#include "server/engine/decision.h"
+#include "server/engine/engine_config.h"
+#include "server/engine/random.h"
+
+namespace stagger::engine {
+
+// Read-only view of one endpoint (the inspection RPC).
+struct EndpointSnapshot {
+  std::string endpoint;
+  std::string policy;  // "default" or the override's Name()
+  BreakerState breaker_state = BreakerState::kClosed;
+  absl::Time open_until = absl::InfinitePast();  // kOpen only
+  int consecutive_trips = 0;
+  int consecutive_failures = 0;
+  int probes_in_flight = 0;
+  int probe_successes = 0;
+  absl::Duration previous_delay = absl::ZeroDuration();
+  double budget_remaining = 0;  // retries allowed now
+  absl::Time retry_after_until = absl::InfinitePast();  // none if past
+  absl::Time last_seen = absl::InfinitePast();
+};
+
+struct ListPage {
+  std::vector<EndpointSnapshot> endpoints;  // in key order
+  std::string next_after;  // last key of the page; empty if last page
+  int64_t total_tracked = 0;
+};
+
+// Counters and gauges for metrics, read without stopping the engine.
+struct EngineStats {
+  int64_t tracked = 0;
+  int64_t evicted_total = 0;
+  std::array<int64_t, kNumBreakerStates + 1> by_breaker_state{};  // [state]
+};
+
+class Engine {
+ public:
+  // `clock` and `random` must outlive the engine. `config` must pass
+  // ValidateEngineConfig (CHECK-fails otherwise: validate first).
+  Engine(EngineConfig config, const Clock* clock, RandomSource* random);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // InvalidArgument naming the field ("endpoint", "attempt", "outcome",
+  // "retry_after") for bad input; otherwise a decision. Never changes state
+  // on an error.
+  absl::StatusOr<Decision> Admit(const AdmitInput& in);
+  absl::StatusOr<Decision> Report(const ReportInput& in);
+
+  // The checks Admit/Report make, without deciding (for batch validation).
+  absl::Status ValidateAdmit(const AdmitInput& in) const;
+  absl::Status ValidateReport(const ReportInput& in) const;
+
+  // Replaces the configuration atomically: each decision sees the old or the
+  // new config, never a mix. Endpoint state is kept; endpoints re-resolve
+  // their policy. `config` must pass ValidateEngineConfig.
+  void SetConfig(EngineConfig config);
+  EngineConfig config() const;
+
+  // Inspection: NotFound if `endpoint` is not tracked. Does not touch state.
+  absl::StatusOr<EndpointSnapshot> Inspect(absl::string_view endpoint) const;
+  // Up to `page_size` endpoints with keys > `after`, optionally only those
+  // whose breaker is in `state`, in key order.
+  ListPage List(absl::string_view after, int page_size,
+                std::optional<BreakerState> state) const;
+
+  // Evicts endpoints idle longer than limits.idle_eviction. Called
+  // periodically by the server; also happens on demand when the table is
+  // full. Returns the number evicted.
+  int64_t EvictIdle();
+
+  EngineStats Stats() const;
+  int max_batch_size() const {
+    return max_batch_size_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  struct Shard;
+  struct CompiledConfig;
+  struct EndpointState;
+
+  Shard& ShardFor(absl::string_view key, size_t* hash) const;
+  absl::Status ValidateKey(absl::string_view key) const;
+
+  const Clock* clock_;
+  RandomSource* random_;
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<int> max_key_bytes_;
+  std::atomic<int> max_batch_size_;
+  std::atomic<int64_t> tracked_{0};
+  std::atomic<int64_t> evicted_total_{0};
+  std::array<std::atomic<int64_t>, kNumBreakerStates + 1> by_state_{};
+  mutable std::atomic<uint32_t> config_generation_{0};
+};
+
+}  // namespace stagger::engine
+
+#endif  // STAGGER_SERVER_ENGINE_ENGINE_H_
