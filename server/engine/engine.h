@@ -110,9 +110,13 @@ class Engine {
   }
 
  private:
+  friend class EngineDecider;  // the decision path, in engine.cc
   struct Shard;
   struct CompiledConfig;
   struct EndpointState;
+
+  // Evicts the shard's idle endpoints; the shard's lock is held.
+  int64_t SweepShardLocked(Shard& s, absl::Time now);
 
   Shard& ShardFor(absl::string_view key, size_t* hash) const;
   absl::Status ValidateKey(absl::string_view key) const;

@@ -1,0 +1,129 @@
+#include "server/engine/circuit_breaker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/random/distributions.h"
+
+namespace stagger::engine {
+
+BreakerState CircuitBreaker::StateAt(absl::Time now) const {
+  if (state_ == BreakerState::kOpen && absl::ToUnixNanos(now) >= open_until_ns_) {
+    return BreakerState::kHalfOpen;
+  }
+  return state_;
+}
+
+CircuitBreaker::MaybeTransition CircuitBreaker::Refresh(const BreakerParams& p,
+                                                        absl::Time now) {
+  if (!p.enabled && state_ != BreakerState::kClosed) {
+    // Disabled by a configuration change: forget the trip.
+    const BreakerState from = state_;
+    *this = CircuitBreaker();
+    return BreakerTransition{from, BreakerState::kClosed};
+  }
+  if (state_ != BreakerState::kOpen) return std::nullopt;
+  const int64_t t = absl::ToUnixNanos(now);
+  if (t < open_until_ns_) return std::nullopt;
+  state_ = BreakerState::kHalfOpen;
+  probes_in_flight_ = 0;
+  probe_successes_ = 0;
+  probe_round_start_ns_ = t;
+  return BreakerTransition{BreakerState::kOpen, BreakerState::kHalfOpen};
+}
+
+void CircuitBreaker::Count(const BreakerParams& p, absl::Time now,
+                           bool failure) {
+  const int64_t slot_ns =
+      std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
+  window_.Advance(absl::ToUnixNanos(now) / slot_ns);
+  Counts& c = window_.Current();
+  if (c.attempts == std::numeric_limits<uint32_t>::max()) {
+    // Saturated: halve both, which keeps the ratio.
+    c.attempts /= 2;
+    c.failures /= 2;
+  }
+  ++c.attempts;
+  if (failure) ++c.failures;
+}
+
+BreakerTransition CircuitBreaker::Trip(const BreakerParams& p, absl::Time now,
+                                       absl::BitGenRef rng) {
+  const BreakerState from = state_;
+  trips_ = static_cast<uint8_t>(std::min<int>(trips_ + 1, 60));
+  const double base = absl::ToDoubleSeconds(p.open_base);
+  const double max = absl::ToDoubleSeconds(p.open_max);
+  const double nominal = std::min(max, std::ldexp(base, trips_ - 1));
+  const double jittered = nominal * absl::Uniform(rng, 0.8, 1.2);
+  open_until_ns_ = absl::ToUnixNanos(now + absl::Seconds(jittered));
+  state_ = BreakerState::kOpen;
+  consecutive_failures_ = 0;
+  probes_in_flight_ = 0;
+  probe_successes_ = 0;
+  window_.Reset();
+  return BreakerTransition{from, BreakerState::kOpen};
+}
+
+CircuitBreaker::MaybeTransition CircuitBreaker::OnFailure(
+    const BreakerParams& p, absl::Time now, absl::BitGenRef rng) {
+  if (!p.enabled) return std::nullopt;
+  switch (state_) {
+    case BreakerState::kOpen:
+      // An attempt sent before the trip: nothing new.
+      return std::nullopt;
+    case BreakerState::kHalfOpen:
+      // A probe failed: the endpoint is still down.
+      return Trip(p, now, rng);
+    case BreakerState::kClosed:
+      break;
+  }
+  if (consecutive_failures_ < std::numeric_limits<uint32_t>::max()) {
+    ++consecutive_failures_;
+  }
+  Count(p, now, /*failure=*/true);
+  const Counts sum = window_.Sum();
+  const bool by_count =
+      consecutive_failures_ >= static_cast<uint32_t>(p.consecutive_failures);
+  const bool by_ratio =
+      sum.attempts >= static_cast<uint32_t>(p.min_throughput) &&
+      sum.failures >= p.failure_ratio * sum.attempts;
+  if (by_count || by_ratio) return Trip(p, now, rng);
+  return std::nullopt;
+}
+
+CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
+                                                         absl::Time now) {
+  if (!p.enabled) return std::nullopt;
+  switch (state_) {
+    case BreakerState::kOpen:
+      return std::nullopt;  // sent before the trip; wait for the probes
+    case BreakerState::kHalfOpen:
+      if (probes_in_flight_ > 0) --probes_in_flight_;
+      ++probe_successes_;
+      if (probe_successes_ >= p.close_after_successes) {
+        *this = CircuitBreaker();  // closed, trips and window forgotten
+        return BreakerTransition{BreakerState::kHalfOpen,
+                                 BreakerState::kClosed};
+      }
+      return std::nullopt;
+    case BreakerState::kClosed:
+      consecutive_failures_ = 0;
+      Count(p, now, /*failure=*/false);
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool CircuitBreaker::ProbeSlotFree(const BreakerParams& p, absl::Time now) {
+  const int64_t t = absl::ToUnixNanos(now);
+  if (t - probe_round_start_ns_ >= absl::ToInt64Nanoseconds(p.probe_timeout)) {
+    // The round's probes never reported: give their slots to new probes.
+    probes_in_flight_ = 0;
+    probe_round_start_ns_ = t;
+  }
+  return probes_in_flight_ + probe_successes_ <
+         static_cast<uint32_t>(p.half_open_probes);
+}
+
+}  // namespace stagger::engine

@@ -1,0 +1,662 @@
+#include "server/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/base/internal/raw_logging.h"
+#include "absl/random/distributions.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/engine/backoff.h"
+#include "server/engine/circuit_breaker.h"
+#include "server/engine/retry_budget.h"
+
+namespace stagger::engine {
+namespace {
+
+constexpr int kNumShards = 64;  // power of two
+// Attempt numbers above this are bad input, whatever the policy says.
+constexpr int kMaxAttemptNumber = 1000000;
+// A deferral is never scheduled further than this past its target instant,
+// however long the release queue of the endpoint has grown.
+constexpr absl::Duration kMaxDeferLead = absl::Minutes(10);
+// A full table sweeps a shard for idle endpoints at most this often.
+constexpr absl::Duration kFullTableSweepInterval = absl::Seconds(1);
+
+// A configuration that failed validation is a programming error here: the
+// loader validates before it builds an engine.
+void CheckValid(const EngineConfig& config) {
+  const absl::Status s = ValidateEngineConfig(config);
+  ABSL_RAW_CHECK(s.ok(), std::string(s.message()).c_str());
+}
+
+int64_t Nanos(absl::Time t) { return absl::ToUnixNanos(t); }
+absl::Time FromNanos(int64_t ns) { return absl::FromUnixNanos(ns); }
+
+}  // namespace
+
+// Everything the engine remembers about one endpoint (~170 bytes).
+struct Engine::EndpointState {
+  int64_t last_seen_ns = 0;
+  int64_t previous_delay_ns = 0;     // decorrelated jitter's state; 0 = none
+  int64_t retry_after_until_ns = 0;  // fleet-wide Retry-After window end
+  int64_t release_cursor_ns = 0;     // next free release slot for deferrals
+  uint32_t config_generation = 0;    // generation policy_index refers to
+  int32_t policy_index = -1;         // -1: default policy; else override
+  CircuitBreaker breaker;
+  RetryBudget budget;
+};
+
+struct Engine::CompiledConfig {
+  EngineConfig config;
+  uint32_t generation = 0;
+  // The configuration this one replaced (one level only), so endpoints can
+  // tell whether their windows' widths changed.
+  std::shared_ptr<const CompiledConfig> previous;
+
+  const PolicyParams& Policy(int index) const {
+    return index < 0 ? config.default_policy : config.overrides[index].policy;
+  }
+  int Resolve(absl::string_view key) const {
+    for (size_t i = 0; i < config.overrides.size(); ++i) {
+      if (config.overrides[i].Matches(key)) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  std::string PolicyName(int index) const {
+    return index < 0 ? "default" : config.overrides[index].Name();
+  }
+};
+
+struct alignas(64) Engine::Shard {
+  mutable absl::Mutex mu;
+  absl::flat_hash_map<std::string, EndpointState> map ABSL_GUARDED_BY(mu);
+  std::shared_ptr<const CompiledConfig> config ABSL_GUARDED_BY(mu);
+  int64_t last_full_sweep_ns ABSL_GUARDED_BY(mu) = 0;
+};
+
+namespace {
+
+void AddTransition(Decision* d, const BreakerTransition& t) {
+  if (d->num_transitions < 2) d->transitions[d->num_transitions++] = t;
+}
+
+}  // namespace
+
+Engine::Engine(EngineConfig config, const Clock* clock, RandomSource* random)
+    : clock_(clock),
+      random_(random),
+      shards_(new Shard[kNumShards]),
+      max_key_bytes_(config.limits.max_key_bytes),
+      max_batch_size_(config.limits.max_batch_size) {
+  CheckValid(config);
+  for (auto& c : by_state_) c.store(0, std::memory_order_relaxed);
+  auto compiled = std::make_shared<CompiledConfig>();
+  compiled->config = std::move(config);
+  compiled->generation = ++config_generation_;
+  for (int i = 0; i < kNumShards; ++i) {
+    absl::MutexLock l(&shards_[i].mu);
+    shards_[i].config = compiled;
+  }
+}
+
+Engine::~Engine() = default;
+
+Engine::Shard& Engine::ShardFor(absl::string_view key, size_t* hash) const {
+  *hash = absl::Hash<absl::string_view>{}(key);
+  // High bits pick the shard; the map uses its own (low) bits.
+  return shards_[(*hash >> 48) & (kNumShards - 1)];
+}
+
+void Engine::SetConfig(EngineConfig config) {
+  CheckValid(config);
+  std::shared_ptr<const CompiledConfig> old;
+  {
+    absl::MutexLock l(&shards_[0].mu);
+    old = shards_[0].config;
+  }
+  auto compiled = std::make_shared<CompiledConfig>();
+  max_key_bytes_.store(config.limits.max_key_bytes, std::memory_order_relaxed);
+  max_batch_size_.store(config.limits.max_batch_size,
+                        std::memory_order_relaxed);
+  compiled->config = std::move(config);
+  compiled->generation = ++config_generation_;
+  // Keep one level of history only.
+  auto trimmed = std::make_shared<CompiledConfig>();
+  trimmed->config = old->config;
+  trimmed->generation = old->generation;
+  compiled->previous = std::move(trimmed);
+  std::shared_ptr<const CompiledConfig> shared = std::move(compiled);
+  // Each shard switches under its own lock; a decision holds its shard's
+  // lock from start to end, so it sees one configuration, old or new.
+  for (int i = 0; i < kNumShards; ++i) {
+    absl::MutexLock l(&shards_[i].mu);
+    shards_[i].config = shared;
+  }
+}
+
+EngineConfig Engine::config() const {
+  absl::MutexLock l(&shards_[0].mu);
+  return shards_[0].config->config;
+}
+
+absl::Status Engine::ValidateKey(absl::string_view key) const {
+  if (key.empty()) {
+    return absl::InvalidArgumentError("endpoint: must not be empty");
+  }
+  const int max = max_key_bytes_.load(std::memory_order_relaxed);
+  if (key.size() > static_cast<size_t>(max)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("endpoint: ", key.size(), " bytes, over the limit of ",
+                     max, " (limits.max_key_bytes)"));
+  }
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "endpoint: control character 0x", absl::Hex(c, absl::kZeroPad2),
+          " at byte ", i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ValidateAdmit(const AdmitInput& in) const {
+  if (absl::Status s = ValidateKey(in.endpoint); !s.ok()) return s;
+  if (in.attempt < 1 || in.attempt > kMaxAttemptNumber) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attempt: must be in [1, ", kMaxAttemptNumber, "], got ", in.attempt));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ValidateReport(const ReportInput& in) const {
+  if (absl::Status s = ValidateKey(in.endpoint); !s.ok()) return s;
+  if (in.attempt < 1 || in.attempt > kMaxAttemptNumber) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attempt: must be in [1, ", kMaxAttemptNumber, "], got ", in.attempt));
+  }
+  const int o = static_cast<int>(in.outcome);
+  if (o < static_cast<int>(Outcome::kSuccess) ||
+      o > static_cast<int>(Outcome::kNotRetryable)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outcome: unknown value ", o));
+  }
+  if (in.retry_after.has_value()) {
+    const absl::Duration ra = *in.retry_after;
+    if (ra < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "retry_after: must be >= 0, got ", absl::FormatDuration(ra)));
+    }
+    if (ra > kMaxRetryAfter) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("retry_after: must be <= ",
+                       absl::FormatDuration(kMaxRetryAfter), ", got ",
+                       absl::FormatDuration(ra)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// The decision path. Everything in EngineDecider runs under the lock of the
+// endpoint's shard; it is a friend so the header stays small.
+class EngineDecider {
+ public:
+  using St = Engine::EndpointState;
+  using Compiled = Engine::CompiledConfig;
+
+  // Finds or creates the endpoint's state; re-resolves its policy after a
+  // configuration change. `scratch` holds the state when the table is full.
+  static St* Acquire(Engine& e, Engine::Shard& s, absl::string_view key,
+                     absl::Time now, St* scratch, const PolicyParams** policy,
+                     bool* untracked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    const Compiled& cfg = *s.config;
+    St* st = nullptr;
+    auto it = s.map.find(key);
+    if (it != s.map.end()) {
+      st = &it->second;
+    } else {
+      const int64_t max = cfg.config.limits.max_endpoints;
+      if (e.tracked_.load(std::memory_order_relaxed) >= max) {
+        SweepFullShard(e, s, now);
+      }
+      if (e.tracked_.load(std::memory_order_relaxed) >= max) {
+        *scratch = St();
+        st = scratch;
+        *untracked = true;
+      } else {
+        st = &s.map.try_emplace(std::string(key)).first->second;
+        e.tracked_.fetch_add(1, std::memory_order_relaxed);
+        e.by_state_[static_cast<int>(BreakerState::kClosed)].fetch_add(
+            1, std::memory_order_relaxed);
+      }
+      st->config_generation = 0;
+    }
+    if (st->config_generation != cfg.generation) {
+      const int old_index = st->policy_index;
+      const bool had_policy = st->config_generation != 0;
+      st->policy_index = cfg.Resolve(key);
+      const PolicyParams& np = cfg.Policy(st->policy_index);
+      // Windows keep their counts only if their width is unchanged.
+      const Compiled* prev = cfg.previous.get();
+      const bool prev_known = had_policy && prev != nullptr &&
+                              prev->generation == st->config_generation &&
+                              (old_index < 0 || static_cast<size_t>(old_index) <
+                                                    prev->config.overrides.size());
+      if (had_policy) {
+        if (!prev_known ||
+            prev->Policy(old_index).budget.window != np.budget.window) {
+          st->budget.Reset();
+        }
+      }
+      st->config_generation = cfg.generation;
+    }
+    *policy = &cfg.Policy(st->policy_index);
+    st->last_seen_ns = Nanos(now);
+    return st;
+  }
+
+  static void SweepFullShard(Engine& e, Engine::Shard& s, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    const int64_t t = Nanos(now);
+    if (t - s.last_full_sweep_ns <
+        absl::ToInt64Nanoseconds(kFullTableSweepInterval)) {
+      return;
+    }
+    s.last_full_sweep_ns = t;
+    e.SweepShardLocked(s, now);
+  }
+
+  static void Transition(Engine& e, bool untracked, Decision* d,
+                         const CircuitBreaker::MaybeTransition& t) {
+    if (!t.has_value()) return;
+    AddTransition(d, *t);
+    if (untracked) return;
+    e.by_state_[static_cast<int>(t->from)].fetch_sub(1,
+                                                     std::memory_order_relaxed);
+    e.by_state_[static_cast<int>(t->to)].fetch_add(1,
+                                                   std::memory_order_relaxed);
+  }
+
+  // Schedules a deferred delivery's return to no earlier than `target`,
+  // on the endpoint's release queue: consecutive deferrals take slots
+  // 1/rate apart, each spread uniformly over [slot, slot + spread), so a
+  // parked herd comes back as a ramp, not a spike.
+  static absl::Time DeferTo(St& st, const PolicyParams& p, absl::Time now,
+                            absl::Time target, double rate,
+                            absl::BitGenRef rng) {
+    rate = std::max(rate, 1e-3);
+    const int64_t slot_ns =
+        std::max<int64_t>(1, static_cast<int64_t>(1e9 / rate));
+    int64_t cursor = std::max(st.release_cursor_ns, Nanos(target));
+    cursor = std::min(cursor, Nanos(target + kMaxDeferLead));
+    st.release_cursor_ns = cursor + slot_ns;
+    return FromNanos(cursor) + UniformDuration(rng, p.deferral.spread);
+  }
+
+  static bool PastDeadline(const PolicyParams& p, absl::Time when,
+                           absl::Time deadline, absl::Time first_attempt) {
+    if (when > deadline) return true;
+    const absl::Duration horizon = p.backoff.horizon;
+    return horizon > absl::ZeroDuration() &&
+           first_attempt != absl::InfinitePast() &&
+           when > first_attempt + horizon;
+  }
+
+  static void Defer(Decision* d, Reason r, absl::Time until) {
+    d->verdict = Verdict::kDefer;
+    d->reason = r;
+    d->defer_until = until;
+    d->delay = absl::ZeroDuration();
+  }
+  static void GiveUp(Decision* d, Reason r) {
+    d->verdict = Verdict::kGiveUp;
+    d->reason = r;
+    d->delay = absl::ZeroDuration();
+  }
+  static void Proceed(Decision* d, Reason r, absl::Duration delay) {
+    d->verdict = Verdict::kProceed;
+    d->reason = r;
+    d->delay = delay;
+  }
+
+  // A deferral, unless the delivery's deadline is before it.
+  static void DeferOrGiveUp(Decision* d, const PolicyParams& p, Reason r,
+                            absl::Time until, absl::Time deadline,
+                            absl::Time first_attempt) {
+    if (PastDeadline(p, until, deadline, first_attempt)) {
+      GiveUp(d, Reason::kDeadline);
+    } else {
+      Defer(d, r, until);
+    }
+  }
+
+  static Decision Admit(Engine& e, St& st, const PolicyParams& p,
+                        const AdmitInput& in, absl::Time now,
+                        absl::BitGenRef rng, bool untracked) {
+    Decision d;
+    d.attempt = in.attempt;
+    d.untracked = untracked;
+    const bool retry = in.attempt > 1;
+
+    if (in.attempt > p.backoff.max_attempts) {
+      GiveUp(&d, Reason::kAttemptsExhausted);
+      return d;
+    }
+    if (PastDeadline(p, now, in.deadline, in.first_attempt_time)) {
+      GiveUp(&d, Reason::kDeadline);
+      return d;
+    }
+    Transition(e, untracked, &d, st.breaker.Refresh(p.breaker, now));
+    if (st.breaker.state() == BreakerState::kOpen) {
+      DeferOrGiveUp(&d, p, Reason::kCircuitOpen,
+                    DeferTo(st, p, now, st.breaker.open_until(),
+                            p.deferral.release_rate_per_second, rng),
+                    in.deadline, in.first_attempt_time);
+      return d;
+    }
+    if (retry && st.retry_after_until_ns > Nanos(now)) {
+      DeferOrGiveUp(&d, p, Reason::kRetryAfterWindow,
+                    DeferTo(st, p, now, FromNanos(st.retry_after_until_ns),
+                            p.deferral.release_rate_per_second, rng),
+                    in.deadline, in.first_attempt_time);
+      return d;
+    }
+    if (retry && !st.budget.CanRetry(p.budget, now)) {
+      DeferBudget(st, p, now, rng, in.deadline, in.first_attempt_time, &d);
+      return d;
+    }
+    const bool probe = st.breaker.state() == BreakerState::kHalfOpen;
+    if (probe) {
+      if (!st.breaker.ProbeSlotFree(p.breaker, now)) {
+        DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
+                      DeferTo(st, p, now, now + p.deferral.spread,
+                              p.deferral.release_rate_per_second, rng),
+                      in.deadline, in.first_attempt_time);
+        return d;
+      }
+      st.breaker.AcquireProbe();
+    }
+    if (retry) {
+      st.budget.RecordRetry(p.budget, now);
+    } else {
+      st.budget.RecordFirstAttempt(p.budget, now);
+    }
+    if (probe) {
+      Proceed(&d, Reason::kHalfOpenProbe, absl::ZeroDuration());
+    } else if (!retry) {
+      Proceed(&d, Reason::kInitialJitter,
+              UniformDuration(rng, p.backoff.initial_jitter));
+    } else {
+      Proceed(&d, Reason::kAdmitted, absl::ZeroDuration());
+    }
+    return d;
+  }
+
+  static void DeferBudget(St& st, const PolicyParams& p, absl::Time now,
+                          absl::BitGenRef rng, absl::Time deadline,
+                          absl::Time first_attempt, Decision* d) {
+    // The budget frees up as the window slides: come back no sooner than
+    // one slot from now, released at the pace the budget allows.
+    const absl::Duration slot = p.budget.window / RetryBudget::kSlots;
+    const double rate =
+        std::min(p.deferral.release_rate_per_second,
+                 st.budget.AllowedRetriesPerSecond(p.budget, now));
+    DeferOrGiveUp(d, p, Reason::kBudgetExhausted,
+                  DeferTo(st, p, now, now + slot, rate, rng), deadline,
+                  first_attempt);
+  }
+
+  static Decision Report(Engine& e, St& st, const PolicyParams& p,
+                         const ReportInput& in, absl::Time now,
+                         absl::BitGenRef rng, bool untracked) {
+    Decision d;
+    d.untracked = untracked;
+    d.attempt = in.attempt;
+    Transition(e, untracked, &d, st.breaker.Refresh(p.breaker, now));
+
+    switch (in.outcome) {
+      case Outcome::kSuccess:
+        Transition(e, untracked, &d, st.breaker.OnAnswer(p.breaker, now));
+        st.previous_delay_ns = 0;  // reset on success only, never by time
+        d.verdict = Verdict::kDone;
+        d.reason = Reason::kSucceeded;
+        return d;
+      case Outcome::kNotRetryable:
+        // The endpoint answered: it is up, whatever it thought of us.
+        Transition(e, untracked, &d, st.breaker.OnAnswer(p.breaker, now));
+        GiveUp(&d, Reason::kNotRetryable);
+        return d;
+      case Outcome::kRetryableFailure:
+      case Outcome::kTimeout:
+      case Outcome::kRateLimited:
+        break;
+    }
+
+    // A failure. Remember the endpoint's Retry-After for the whole fleet
+    // first: it is information even if this delivery goes no further.
+    if (in.retry_after.has_value()) {
+      d.retry_after_seen = true;
+      absl::Duration ra = *in.retry_after;
+      if (ra > p.backoff.retry_after_max) {
+        ra = p.backoff.retry_after_max;
+        d.retry_after_clamped = true;
+      }
+      st.retry_after_until_ns =
+          std::max(st.retry_after_until_ns, Nanos(now + ra));
+    }
+    // A 429 with Retry-After is the endpoint pacing us, not failing: it
+    // does not feed the breaker. Without Retry-After it counts.
+    const bool paced =
+        in.outcome == Outcome::kRateLimited && in.retry_after.has_value();
+    if (!paced) {
+      Transition(e, untracked, &d, st.breaker.OnFailure(p.breaker, now, rng));
+    }
+
+    d.attempt = in.attempt + 1;
+    if (in.attempt >= p.backoff.max_attempts) {
+      GiveUp(&d, Reason::kAttemptsExhausted);
+      return d;
+    }
+    if (st.breaker.state() == BreakerState::kOpen) {
+      DeferOrGiveUp(&d, p, Reason::kCircuitOpen,
+                    DeferTo(st, p, now, st.breaker.open_until(),
+                            p.deferral.release_rate_per_second, rng),
+                    in.deadline, in.first_attempt_time);
+      return d;
+    }
+    if (st.breaker.state() == BreakerState::kHalfOpen &&
+        !st.breaker.ProbeSlotFree(p.breaker, now)) {
+      DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
+                    DeferTo(st, p, now, now + p.deferral.spread,
+                            p.deferral.release_rate_per_second, rng),
+                    in.deadline, in.first_attempt_time);
+      return d;
+    }
+    if (!st.budget.CanRetry(p.budget, now)) {
+      // Answer at once: no delay is computed for a retry that will not be
+      // allowed, and the decorrelated state does not move.
+      DeferBudget(st, p, now, rng, in.deadline, in.first_attempt_time, &d);
+      return d;
+    }
+
+    absl::Duration delay = NextBackoff(
+        p.backoff, in.attempt, absl::Nanoseconds(st.previous_delay_ns), rng);
+    if (p.backoff.kind == BackoffKind::kDecorrelatedJitter) {
+      st.previous_delay_ns = absl::ToInt64Nanoseconds(delay);
+    }
+    Reason reason = Reason::kBackoff;
+    // The fleet-wide Retry-After (this report's, or one another worker
+    // reported) wins over the computed delay; the retry lands spread after
+    // the instant the endpoint named, not on it.
+    const absl::Duration ra_left = FromNanos(st.retry_after_until_ns) - now;
+    if (ra_left > absl::ZeroDuration() && ra_left >= delay) {
+      delay = ra_left + UniformDuration(rng, p.deferral.spread);
+      reason = Reason::kRetryAfter;
+    }
+    if (PastDeadline(p, now + delay, in.deadline, in.first_attempt_time)) {
+      GiveUp(&d, Reason::kDeadline);
+      return d;
+    }
+    Proceed(&d, reason, delay);
+    return d;
+  }
+
+  static EndpointSnapshot Snapshot(const Compiled& cfg, absl::string_view key,
+                                   const St& st, absl::Time now) {
+    EndpointSnapshot snap;
+    snap.endpoint = std::string(key);
+    const bool current = st.config_generation == cfg.generation;
+    const int index = current ? st.policy_index : cfg.Resolve(key);
+    snap.policy = cfg.PolicyName(index);
+    const PolicyParams& p = cfg.Policy(index);
+    snap.breaker_state = st.breaker.StateAt(now);
+    if (snap.breaker_state == BreakerState::kOpen) {
+      snap.open_until = st.breaker.open_until();
+    }
+    snap.consecutive_trips = st.breaker.trips();
+    snap.consecutive_failures = st.breaker.consecutive_failures();
+    if (st.breaker.state() == BreakerState::kHalfOpen) {
+      snap.probes_in_flight = st.breaker.probes_in_flight();
+      snap.probe_successes = st.breaker.probe_successes();
+    }
+    snap.previous_delay = absl::Nanoseconds(st.previous_delay_ns);
+    RetryBudget budget = st.budget;  // reading advances the window: a copy
+    snap.budget_remaining = budget.Remaining(p.budget, now);
+    if (st.retry_after_until_ns > Nanos(now)) {
+      snap.retry_after_until = FromNanos(st.retry_after_until_ns);
+    }
+    snap.last_seen = FromNanos(st.last_seen_ns);
+    return snap;
+  }
+};
+
+absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
+  if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+  const absl::Time now = clock_->Now();
+  absl::BitGenRef rng = random_->Get();
+  size_t hash;
+  Shard& shard = ShardFor(in.endpoint, &hash);
+  absl::MutexLock l(&shard.mu);
+  EndpointState scratch;
+  const PolicyParams* policy = nullptr;
+  bool untracked = false;
+  EndpointState* st = EngineDecider::Acquire(*this, shard, in.endpoint, now,
+                                             &scratch, &policy, &untracked);
+  return EngineDecider::Admit(*this, *st, *policy, in, now, rng, untracked);
+}
+
+absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
+  if (absl::Status s = ValidateReport(in); !s.ok()) return s;
+  const absl::Time now = clock_->Now();
+  absl::BitGenRef rng = random_->Get();
+  size_t hash;
+  Shard& shard = ShardFor(in.endpoint, &hash);
+  absl::MutexLock l(&shard.mu);
+  EndpointState scratch;
+  const PolicyParams* policy = nullptr;
+  bool untracked = false;
+  EndpointState* st = EngineDecider::Acquire(*this, shard, in.endpoint, now,
+                                             &scratch, &policy, &untracked);
+  return EngineDecider::Report(*this, *st, *policy, in, now, rng, untracked);
+}
+
+absl::StatusOr<EndpointSnapshot> Engine::Inspect(
+    absl::string_view endpoint) const {
+  if (absl::Status s = ValidateKey(endpoint); !s.ok()) return s;
+  const absl::Time now = clock_->Now();
+  size_t hash;
+  Shard& shard = ShardFor(endpoint, &hash);
+  absl::MutexLock l(&shard.mu);
+  auto it = shard.map.find(endpoint);
+  if (it == shard.map.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
+  }
+  return EngineDecider::Snapshot(*shard.config, endpoint, it->second, now);
+}
+
+ListPage Engine::List(absl::string_view after, int page_size,
+                      std::optional<BreakerState> state) const {
+  const absl::Time now = clock_->Now();
+  page_size = std::max(1, page_size);
+  // The page_size + 1 smallest matching keys above `after`, across shards
+  // (a max-heap, so each shard is scanned once and only page-size keys are
+  // copied).
+  std::priority_queue<std::string> best;
+  for (int i = 0; i < kNumShards; ++i) {
+    absl::MutexLock l(&shards_[i].mu);
+    for (const auto& [key, st] : shards_[i].map) {
+      if (absl::string_view(key) <= after) continue;
+      if (state.has_value() && st.breaker.StateAt(now) != *state) continue;
+      if (best.size() > static_cast<size_t>(page_size)) {
+        if (key >= best.top()) continue;
+        best.pop();
+      }
+      best.push(key);
+    }
+  }
+  std::vector<std::string> keys;
+  while (!best.empty()) {
+    keys.push_back(best.top());
+    best.pop();
+  }
+  std::reverse(keys.begin(), keys.end());
+  ListPage page;
+  const bool more = keys.size() > static_cast<size_t>(page_size);
+  if (more) keys.resize(page_size);
+  for (const std::string& key : keys) {
+    absl::StatusOr<EndpointSnapshot> snap = Inspect(key);
+    if (snap.ok()) page.endpoints.push_back(*std::move(snap));
+  }
+  if (more && !keys.empty()) page.next_after = keys.back();
+  page.total_tracked = tracked_.load(std::memory_order_relaxed);
+  return page;
+}
+
+int64_t Engine::SweepShardLocked(Shard& s, absl::Time now) {
+  const int64_t idle =
+      absl::ToInt64Nanoseconds(s.config->config.limits.idle_eviction);
+  const int64_t cutoff = Nanos(now) - idle;
+  int64_t evicted = 0;
+  for (auto it = s.map.begin(); it != s.map.end();) {
+    if (it->second.last_seen_ns < cutoff) {
+      by_state_[static_cast<int>(it->second.breaker.state())].fetch_sub(
+          1, std::memory_order_relaxed);
+      s.map.erase(it++);
+      ++evicted;
+    } else {
+      ++it;
+    }
+  }
+  tracked_.fetch_sub(evicted, std::memory_order_relaxed);
+  evicted_total_.fetch_add(evicted, std::memory_order_relaxed);
+  return evicted;
+}
+
+int64_t Engine::EvictIdle() {
+  const absl::Time now = clock_->Now();
+  int64_t evicted = 0;
+  for (int i = 0; i < kNumShards; ++i) {
+    absl::MutexLock l(&shards_[i].mu);
+    evicted += SweepShardLocked(shards_[i], now);
+  }
+  return evicted;
+}
+
+EngineStats Engine::Stats() const {
+  EngineStats s;
+  s.tracked = tracked_.load(std::memory_order_relaxed);
+  s.evicted_total = evicted_total_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < by_state_.size(); ++i) {
+    s.by_breaker_state[i] = by_state_[i].load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+}  // namespace stagger::engine
