@@ -46,7 +46,7 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kRetryableFailure: return "RETRYABLE_FAILURE";
     case Outcome::kTimeout: return "TIMEOUT";
     case Outcome::kRateLimited: return "RATE_LIMITED";
-    case Outcome::kNotRetryable: return "NOT_RETRYABLE";
+    case Outcome::kNotRetryable: return "PERMANENT_FAILURE";
   }
   return "OUTCOME_UNSPECIFIED";
 }

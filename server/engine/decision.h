@@ -18,7 +18,7 @@ enum class Outcome : uint8_t {
   kRetryableFailure = 2,
   kTimeout = 3,
   kRateLimited = 4,
-  kNotRetryable = 5,
+  kNotRetryable = 5,  // on the wire: PERMANENT_FAILURE
 };
 
 enum class Verdict : uint8_t {

@@ -1,0 +1,218 @@
+// staggerd: the Stagger retry coordinator server. Thin wiring only:
+// flags -> config -> engine -> gRPC service (+ health, reflection) ->
+// metrics exposer -> config reloader -> signals.
+//
+//   --address          gRPC listen address (default 0.0.0.0:50051)
+//   --config           textproto/JSON config file; embedded defaults if unset
+//   --metrics_address  Prometheus /metrics address (default 0.0.0.0:9464;
+//                      empty disables)
+//   --drain_grace      on SIGTERM, keep serving this long after the health
+//                      service turns NOT_SERVING (default 0s; set it to a
+//                      few readiness-probe periods under Kubernetes)
+//   --drain_timeout    then wait at most this long for in-flight calls
+//                      (default 10s)
+//
+// Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
+// (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
+// Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad configuration.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/registry.h"
+#include "server/config/config_loader.h"
+#include "server/config/config_reloader.h"
+#include "server/engine/clock.h"
+#include "server/engine/engine.h"
+#include "server/engine/random.h"
+#include "server/metrics/metrics_exposer.h"
+#include "server/metrics/server_metrics.h"
+#include "server/service/coordinator_service.h"
+#include "server/service/server_setup.h"
+
+ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address");
+ABSL_FLAG(std::string, config, "",
+          "config file (.textproto/.txtpb/.pbtxt or .json); embedded "
+          "defaults if empty");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
+          "Prometheus /metrics listen address; empty disables");
+ABSL_FLAG(absl::Duration, drain_grace, absl::ZeroDuration(),
+          "on SIGTERM, keep serving this long after health turns "
+          "NOT_SERVING");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(10),
+          "on SIGTERM, wait at most this long for in-flight calls");
+ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(1),
+          "how often the config file is checked for changes");
+
+namespace stagger {
+namespace {
+
+constexpr char kServiceName[] = "stagger.v1.RetryCoordinator";
+
+void Log(const std::string& line) {
+  std::fprintf(stderr, "staggerd: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// Evicts idle endpoints every `period` until `stop` is notified.
+void EvictionLoop(engine::Engine* engine, absl::Duration period,
+                  absl::Notification* stop) {
+  while (!stop->WaitForNotificationWithTimeout(period)) {
+    engine->EvictIdle();
+  }
+}
+
+int Run() {
+  // Signals are taken by sigwait() on this thread only; block them before
+  // any other thread exists so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  engine::EngineConfig config = config::DefaultEngineConfig();
+  std::optional<std::string> config_bytes;
+  if (!config_path.empty()) {
+    absl::StatusOr<std::string> bytes = config::ReadConfigFile(config_path);
+    absl::StatusOr<engine::EngineConfig> loaded =
+        bytes.ok() ? config::LoadConfigText(*bytes, config_path)
+                   : absl::StatusOr<engine::EngineConfig>(bytes.status());
+    if (!loaded.ok()) {
+      Log("refusing to start: bad configuration:");
+      std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    config = *std::move(loaded);
+    config_bytes = *bytes;
+    Log(absl::StrCat("config loaded from ", config_path));
+  } else {
+    Log("no --config: running on embedded defaults");
+  }
+  const absl::Duration idle_eviction = config.limits.idle_eviction;
+
+  engine::Engine engine(config, engine::RealClock::Instance(),
+                        engine::PerThreadRandom::Instance());
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics::ServerMetrics server_metrics(
+      *registry, metrics::ServerMetrics::MaxAttemptLabelFor(config));
+  server_metrics.AttachEngine(&engine);
+  std::unique_ptr<metrics::MetricsExposer> exposer;
+  const std::string metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  if (!metrics_address.empty()) {
+    auto started =
+        metrics::MetricsExposer::Start(metrics_address, registry, &server_metrics);
+    if (!started.ok()) {
+      Log(absl::StrCat("cannot serve metrics: ", started.status().message()));
+      return 1;
+    }
+    exposer = *std::move(started);
+  }
+
+  service::CoordinatorService service(&engine, &server_metrics,
+                                      engine::RealClock::Instance());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  service::ConfigureServerBuilder(builder);
+  int port = 0;
+  const std::string address = absl::GetFlag(FLAGS_address);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    Log(absl::StrCat("cannot listen on ", address,
+                     " (address in use, or malformed?)"));
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus(kServiceName, true);
+
+  std::unique_ptr<config::ConfigReloader> reloader;
+  if (!config_path.empty()) {
+    config::ConfigReloader::Options options;
+    options.poll_interval = absl::GetFlag(FLAGS_config_poll_interval);
+    options.applied_content = config_bytes;
+    options.on_result = [&server_metrics](bool ok, const absl::Status&) {
+      server_metrics.RecordConfigReload(ok);
+    };
+    reloader = std::make_unique<config::ConfigReloader>(config_path, &engine,
+                                                        std::move(options));
+    if (absl::Status s = reloader->Start(); !s.ok()) {
+      Log(absl::StrCat("cannot watch config: ", s.message()));
+      return 1;
+    }
+  }
+
+  absl::Notification stop_eviction;
+  std::thread eviction(EvictionLoop, &engine,
+                       std::clamp(idle_eviction / 10, absl::Seconds(1),
+                                  absl::Seconds(60)),
+                       &stop_eviction);
+
+  const std::string host = address.substr(0, address.rfind(':'));
+  Log(absl::StrCat(
+      "listening on ", host, ":", port,
+      exposer ? absl::StrCat(" (metrics on port ", exposer->port(), ")")
+              : std::string(" (metrics disabled)")));
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      if (reloader) {
+        Log("SIGHUP: reloading config");
+        (void)reloader->ReloadNow();
+      } else {
+        Log("SIGHUP: no --config file to reload");
+      }
+      continue;
+    }
+    Log(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                     ": draining (health NOT_SERVING)"));
+    break;
+  }
+
+  health->SetServingStatus(kServiceName, false);
+  health->SetServingStatus(false);
+  absl::SleepFor(absl::GetFlag(FLAGS_drain_grace));
+  server->Shutdown(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_drain_timeout)));
+  server->Wait();
+  if (reloader) reloader->Stop();
+  stop_eviction.Notify();
+  eviction.join();
+  Log("drained, exiting");
+  return 0;
+}
+
+}  // namespace
+}  // namespace stagger
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Stagger retry coordinator. See README.md; flags: --address, --config, "
+      "--metrics_address, --drain_grace, --drain_timeout.");
+  absl::ParseCommandLine(argc, argv);
+  return stagger::Run();
+}

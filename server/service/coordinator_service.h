@@ -1,0 +1,75 @@
+// CoordinatorService: the gRPC adapter for stagger.v1.RetryCoordinator, on
+// the callback API (no thread per call; every handler finishes inline: the
+// engine never blocks beyond a shard lock).
+//
+// It validates requests (wire-level checks here, range checks in the
+// engine, all as INVALID_ARGUMENT naming the field, "items[i]." first for a
+// batch item), maps proto <-> engine values, and records each decision in
+// the metrics. No policy logic lives here. A batch is validated whole
+// before any item is decided, so a bad item changes no state.
+//
+// Thread-safe. `engine` and `metrics` (nullable) must outlive the service.
+#ifndef STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
+#define STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
+
+#include "grpcpp/grpcpp.h"
+#include "server/engine/clock.h"
+#include "server/engine/engine.h"
+#include "server/metrics/server_metrics.h"
+#include "stagger/v1/coordinator.grpc.pb.h"
+
+namespace stagger::service {
+
+class CoordinatorService final
+    : public v1::RetryCoordinator::CallbackService {
+ public:
+  // ListEndpoints page sizes: 0 means kDefaultPageSize; at most kMaxPageSize.
+  static constexpr int kDefaultPageSize = 100;
+  static constexpr int kMaxPageSize = 1000;
+
+  CoordinatorService(engine::Engine* engine, metrics::ServerMetrics* metrics,
+                     const engine::Clock* clock);
+
+  grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
+                                  const v1::AdmitRequest* req,
+                                  v1::AdmitResponse* resp) override;
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const v1::ReportRequest* req,
+                                   v1::ReportResponse* resp) override;
+  grpc::ServerUnaryReactor* AdmitBatch(grpc::CallbackServerContext* ctx,
+                                       const v1::AdmitBatchRequest* req,
+                                       v1::AdmitBatchResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportBatch(grpc::CallbackServerContext* ctx,
+                                        const v1::ReportBatchRequest* req,
+                                        v1::ReportBatchResponse* resp) override;
+  grpc::ServerUnaryReactor* GetEndpoint(grpc::CallbackServerContext* ctx,
+                                        const v1::GetEndpointRequest* req,
+                                        v1::GetEndpointResponse* resp) override;
+  grpc::ServerUnaryReactor* ListEndpoints(
+      grpc::CallbackServerContext* ctx, const v1::ListEndpointsRequest* req,
+      v1::ListEndpointsResponse* resp) override;
+
+  // The handlers' logic without the reactor, for tests and in-process use.
+  grpc::Status DoAdmit(const v1::AdmitRequest& req, v1::AdmitResponse* resp);
+  grpc::Status DoReport(const v1::ReportRequest& req,
+                        v1::ReportResponse* resp);
+  grpc::Status DoAdmitBatch(const v1::AdmitBatchRequest& req,
+                            v1::AdmitBatchResponse* resp);
+  grpc::Status DoReportBatch(const v1::ReportBatchRequest& req,
+                             v1::ReportBatchResponse* resp);
+  grpc::Status DoGetEndpoint(const v1::GetEndpointRequest& req,
+                             v1::GetEndpointResponse* resp);
+  grpc::Status DoListEndpoints(const v1::ListEndpointsRequest& req,
+                               v1::ListEndpointsResponse* resp);
+
+ private:
+  absl::Status CheckBatchSize(int size) const;
+
+  engine::Engine* engine_;
+  metrics::ServerMetrics* metrics_;
+  const engine::Clock* clock_;
+};
+
+}  // namespace stagger::service
+
+#endif  // STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_

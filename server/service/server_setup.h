@@ -1,0 +1,21 @@
+// The gRPC server settings staggerd runs with, in one place so that the
+// benchmark's no-op service (bench/) runs on exactly the same stack and the
+// load generator measures the ceiling of this set-up, not of another.
+#ifndef STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
+#define STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
+
+#include "grpcpp/server_builder.h"
+
+namespace stagger::service {
+
+// Largest request accepted, bytes: a batch at the largest allowed
+// max_batch_size (100000 items) of typical keys fits.
+inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
+
+// Message size limits and keepalive policy (clients may ping every 10 s,
+// also between calls: workers keep long-lived channels to the coordinator).
+void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+
+}  // namespace stagger::service
+
+#endif  // STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
