@@ -178,8 +178,8 @@ void ValidateBackoff(const BackoffParams& b, const std::string& path,
   }
   // base: 1ms..cap; cap: base..1h. The relation is reported on cap, and
   // only when base itself is in range (otherwise base's error says it all).
-  const bool base_ok = e.Duration(path + ".base", b.base, absl::Milliseconds(1),
-                                  absl::Hours(1));
+  const bool base_ok =
+      e.Duration(path + ".base", b.base, absl::Milliseconds(1), absl::Hours(1));
   if (base_ok) {
     e.DurationAtLeast(path + ".cap", b.cap, "base", b.base, absl::Hours(1));
   } else {
@@ -188,13 +188,12 @@ void ValidateBackoff(const BackoffParams& b, const std::string& path,
   e.Int(path + ".max_attempts", b.max_attempts, 1, 100);
   e.Duration(path + ".initial_jitter", b.initial_jitter, absl::ZeroDuration(),
              absl::Seconds(10));
-  e.Duration(path + ".retry_after_max", b.retry_after_max,
-             absl::ZeroDuration(), kDay);
+  e.Duration(path + ".retry_after_max", b.retry_after_max, absl::ZeroDuration(),
+             kDay);
   e.Duration(path + ".horizon", b.horizon, absl::ZeroDuration(), 7 * kDay);
 }
 
-void ValidateBudget(const BudgetParams& b, const std::string& path,
-                    Errors& e) {
+void ValidateBudget(const BudgetParams& b, const std::string& path, Errors& e) {
   e.Double(path + ".ratio", b.ratio, 0, 10);
   e.Double(path + ".min_retries_per_second", b.min_retries_per_second, 0, 1e6);
   e.Duration(path + ".window", b.window, absl::Seconds(1), absl::Minutes(10));
@@ -224,9 +223,9 @@ void ValidateBreaker(const BreakerParams& b, const std::string& path,
       e.Add(close_path,
             absl::StrCat("must be >= 1, got ", b.close_after_successes));
     } else if (b.close_after_successes > b.half_open_probes) {
-      e.Add(close_path, absl::StrCat("must be <= half_open_probes (",
-                                     b.half_open_probes, "), got ",
-                                     b.close_after_successes));
+      e.Add(close_path,
+            absl::StrCat("must be <= half_open_probes (", b.half_open_probes,
+                         "), got ", b.close_after_successes));
     }
   } else {
     e.Int(close_path, b.close_after_successes, 1, 1000);
@@ -243,8 +242,7 @@ void ValidateDeferral(const DeferralParams& d, const std::string& path,
            1e6);
 }
 
-void ValidatePolicy(const PolicyParams& p, const std::string& path,
-                    Errors& e) {
+void ValidatePolicy(const PolicyParams& p, const std::string& path, Errors& e) {
   ValidateBackoff(p.backoff, path + ".backoff", e);
   ValidateBudget(p.budget, path + ".budget", e);
   ValidateBreaker(p.breaker, path + ".breaker", e);

@@ -1,0 +1,822 @@
+// Config loading; see config_loader.h for the contract.
+#include "server/config/config_loader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/stubs/stringpiece.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace stagger::config {
+namespace {
+
+namespace pb = ::stagger::v1::config;
+
+// ---------------------------------------------------------------------------
+// Parse errors.
+
+// One parse error; line and column are 1-based, 0 when unknown.
+struct Located {
+  int line = 0;
+  int column = 0;
+  std::string message;
+};
+
+// "file:L:C: msg", "L:C: msg", "file: msg" or "msg".
+std::string FormatLocated(const Located& e, absl::string_view file) {
+  std::string out(file);
+  if (e.line > 0) {
+    absl::StrAppend(&out, file.empty() ? "" : ":", e.line, ":", e.column, ": ");
+  } else if (!file.empty()) {
+    out += ": ";
+  }
+  out += e.message;
+  return out;
+}
+
+absl::Status LocatedToStatus(const std::vector<Located>& errors,
+                             absl::string_view file) {
+  std::vector<std::string> lines;
+  lines.reserve(errors.size());
+  for (const Located& e : errors) lines.push_back(FormatLocated(e, file));
+  return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+}
+
+// Prefixes every line of `status`'s message with "file: ".
+absl::Status PrefixLines(const absl::Status& status, absl::string_view file) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
+    lines.push_back(absl::StrCat(file, ": ", line));
+  }
+  return absl::Status(status.code(), absl::StrJoin(lines, "\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Textproto.
+
+class CollectingErrorCollector final
+    : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    // The parser's numbers are 0-based; -1 means "no position".
+    Located e;
+    if (line >= 0) {
+      e.line = line + 1;
+      e.column = column + 1;
+    }
+    e.message = message;
+    errors.push_back(std::move(e));
+  }
+
+  std::vector<Located> errors;
+};
+
+absl::StatusOr<pb::Config> ParseTextproto(absl::string_view text,
+                                          absl::string_view file) {
+  pb::Config config;
+  CollectingErrorCollector collector;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    if (collector.errors.empty()) {
+      collector.errors.push_back({0, 0, "textproto parse error"});
+    }
+    return LocatedToStatus(collector.errors, file);
+  }
+  return config;
+}
+
+// ---------------------------------------------------------------------------
+// JSON.
+
+// proto field name of a JSON key: the parser accepts both the proto name
+// ("max_key_bytes") and the lowerCamel JSON name ("maxKeyBytes").
+std::string ProtoName(absl::string_view key) {
+  std::string out;
+  out.reserve(key.size() + 4);
+  for (char c : key) {
+    if (absl::ascii_isupper(static_cast<unsigned char>(c))) {
+      out += '_';
+      out += absl::ascii_tolower(static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A strict RFC 8259 syntax check that also records where each value is, by
+// the path the protobuf JSON parser uses in its errors
+// ("overrides[1].policy.budget.ratio"), so that its first error can be given
+// a line and column. Recursive, depth-limited.
+class JsonScanner {
+ public:
+  explicit JsonScanner(absl::string_view text) : s_(text) {}
+
+  // False on the first syntax error, described by error().
+  bool Scan() {
+    SkipWhitespace();
+    if (!Value("", 0)) return false;
+    SkipWhitespace();
+    if (pos_ != s_.size()) return Fail("unexpected text after the JSON value");
+    return true;
+  }
+
+  const Located& error() const { return error_; }
+
+  // Position of the key (or array element) at `path`; {0, 0} if unknown.
+  std::pair<int, int> Find(const std::string& path) const {
+    auto it = positions_.find(path);
+    return it == positions_.end() ? std::pair<int, int>{0, 0} : it->second;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  std::pair<int, int> Here() const {
+    return {line_, static_cast<int>(pos_ - line_start_) + 1};
+  }
+
+  bool Fail(absl::string_view message) {
+    auto [line, column] = Here();
+    error_ = {line, column, std::string(message)};
+    return false;
+  }
+
+  bool AtEnd() const { return pos_ >= s_.size(); }
+  char Peek() const { return s_[pos_]; }
+
+  void Advance() {
+    if (s_[pos_] == '\n') {
+      ++line_;
+      line_start_ = pos_ + 1;
+    }
+    ++pos_;
+  }
+
+  void SkipWhitespace() {
+    while (!AtEnd() && (Peek() == ' ' || Peek() == '\t' || Peek() == '\n' ||
+                        Peek() == '\r')) {
+      Advance();
+    }
+  }
+
+  bool Value(const std::string& path, int depth) {
+    if (depth > kMaxDepth) return Fail("JSON nested too deeply");
+    if (AtEnd()) return Fail("unexpected end of input, expected a value");
+    switch (Peek()) {
+      case '{':
+        return Object(path, depth);
+      case '[':
+        return Array(path, depth);
+      case '"':
+        return String(nullptr);
+      case 't':
+        return Literal("true");
+      case 'f':
+        return Literal("false");
+      case 'n':
+        return Literal("null");
+      default:
+        if (Peek() == '-' || absl::ascii_isdigit(Peek())) return Number();
+        return Fail(absl::StrCat("unexpected character '",
+                                 absl::CEscape(absl::string_view(&s_[pos_], 1)),
+                                 "', expected a value"));
+    }
+  }
+
+  bool Object(const std::string& path, int depth) {
+    Advance();  // '{'
+    SkipWhitespace();
+    if (!AtEnd() && Peek() == '}') {
+      Advance();
+      return true;
+    }
+    absl::flat_hash_set<std::string> seen;
+    while (true) {
+      SkipWhitespace();
+      if (AtEnd() || Peek() != '"') {
+        return Fail("expected a string key (trailing commas are not JSON)");
+      }
+      const std::pair<int, int> key_at = Here();
+      std::string key;
+      if (!String(&key)) return false;
+      std::string name = ProtoName(key);
+      if (!seen.insert(name).second) {
+        error_ = {key_at.first, key_at.second,
+                  absl::StrCat("duplicate key \"", key, "\"")};
+        return false;
+      }
+      std::string child = path.empty() ? name : absl::StrCat(path, ".", name);
+      positions_.emplace(child, key_at);
+      SkipWhitespace();
+      if (AtEnd() || Peek() != ':') return Fail("expected ':' after the key");
+      Advance();
+      SkipWhitespace();
+      if (!Value(child, depth + 1)) return false;
+      SkipWhitespace();
+      if (AtEnd()) return Fail("unexpected end of input, expected ',' or '}'");
+      if (Peek() == ',') {
+        Advance();
+        continue;
+      }
+      if (Peek() == '}') {
+        Advance();
+        return true;
+      }
+      return Fail("expected ',' or '}'");
+    }
+  }
+
+  bool Array(const std::string& path, int depth) {
+    Advance();  // '['
+    SkipWhitespace();
+    if (!AtEnd() && Peek() == ']') {
+      Advance();
+      return true;
+    }
+    for (int i = 0;; ++i) {
+      SkipWhitespace();
+      std::string child = absl::StrCat(path, "[", i, "]");
+      positions_.emplace(child, Here());
+      if (!AtEnd() && Peek() == ']') {
+        return Fail("expected a value (trailing commas are not JSON)");
+      }
+      if (!Value(child, depth + 1)) return false;
+      SkipWhitespace();
+      if (AtEnd()) return Fail("unexpected end of input, expected ',' or ']'");
+      if (Peek() == ',') {
+        Advance();
+        continue;
+      }
+      if (Peek() == ']') {
+        Advance();
+        return true;
+      }
+      return Fail("expected ',' or ']'");
+    }
+  }
+
+  // A string at pos_ ('"'). Escapes are checked; `out`, if given, gets the
+  // content with simple escapes decoded (\u sequences are kept as written:
+  // keys are only used to locate errors).
+  bool String(std::string* out) {
+    Advance();  // '"'
+    while (true) {
+      if (AtEnd()) return Fail("unterminated string");
+      const char c = Peek();
+      if (c == '"') {
+        Advance();
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) {
+        return Fail("control character in string (escape it)");
+      }
+      if (c != '\\') {
+        if (out != nullptr) *out += c;
+        Advance();
+        continue;
+      }
+      Advance();  // '\\'
+      if (AtEnd()) return Fail("unterminated string");
+      const char e = Peek();
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          if (out != nullptr) *out += e;
+          break;
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+          if (out != nullptr) absl::StrAppend(out, "\\", std::string(1, e));
+          break;
+        case 'u':
+          if (out != nullptr) *out += "\\u";
+          for (int i = 0; i < 4; ++i) {
+            Advance();
+            if (AtEnd() || !absl::ascii_isxdigit(Peek())) {
+              return Fail("\\u must be followed by 4 hex digits");
+            }
+            if (out != nullptr) *out += Peek();
+          }
+          break;
+        default:
+          return Fail(absl::StrCat("invalid escape '\\",
+                                   absl::CEscape(std::string(1, e)), "'"));
+      }
+      Advance();
+    }
+  }
+
+  bool Digits() {
+    if (AtEnd() || !absl::ascii_isdigit(Peek()))
+      return Fail("expected a digit");
+    while (!AtEnd() && absl::ascii_isdigit(Peek())) Advance();
+    return true;
+  }
+
+  bool Number() {
+    if (Peek() == '-') Advance();
+    if (AtEnd()) return Fail("expected a digit");
+    if (Peek() == '0') {
+      Advance();
+      if (!AtEnd() && absl::ascii_isdigit(Peek())) {
+        return Fail("leading zeros are not allowed in JSON numbers");
+      }
+    } else if (!Digits()) {
+      return false;
+    }
+    if (!AtEnd() && Peek() == '.') {
+      Advance();
+      if (!Digits()) return false;
+    }
+    if (!AtEnd() && (Peek() == 'e' || Peek() == 'E')) {
+      Advance();
+      if (!AtEnd() && (Peek() == '+' || Peek() == '-')) Advance();
+      if (!Digits()) return false;
+    }
+    return true;
+  }
+
+  bool Literal(absl::string_view word) {
+    if (!absl::StartsWith(s_.substr(pos_), word)) {
+      return Fail(absl::StrCat("unexpected text, expected a value"));
+    }
+    for (size_t i = 0; i < word.size(); ++i) Advance();
+    if (!AtEnd() && absl::ascii_isalnum(Peek())) {
+      return Fail("unexpected text, expected a value");
+    }
+    return true;
+  }
+
+  absl::string_view s_;
+  size_t pos_ = 0;
+  int line_ = 1;
+  size_t line_start_ = 0;
+  Located error_;
+  absl::flat_hash_map<std::string, std::pair<int, int>> positions_;
+};
+
+// Turns an error of the protobuf JSON parser into a located one. Its
+// messages look like "(default_policy.backoff) bse: Cannot find field.",
+// "(limits.max_endpoints): invalid value 1e+20 for type TYPE_INT64" or,
+// at the root, "foo: Cannot find field.".
+Located LocateJsonError(absl::string_view message, const JsonScanner& scan) {
+  // Only the first line: some messages append an excerpt of the input.
+  message = message.substr(0, message.find('\n'));
+  std::string path;
+  std::string rest;
+  bool have_path = false;
+  if (absl::StartsWith(message, "(")) {
+    const size_t close = message.find(')');
+    if (close != absl::string_view::npos) {
+      path = std::string(message.substr(1, close - 1));
+      absl::string_view after = message.substr(close + 1);
+      if (absl::ConsumePrefix(&after, ": ")) {
+        rest = std::string(after);
+        have_path = true;
+      } else if (absl::ConsumePrefix(&after, " ")) {
+        // "key: message" below `path`.
+        const size_t colon = after.find(": ");
+        if (colon != absl::string_view::npos) {
+          absl::StrAppend(&path, path.empty() ? "" : ".",
+                          ProtoName(after.substr(0, colon)));
+          rest = std::string(after.substr(colon + 2));
+          have_path = true;
+        }
+      }
+    }
+  } else if (absl::EndsWith(message, ": Cannot find field.")) {
+    path = ProtoName(message.substr(0, message.find(": ")));
+    rest = "Cannot find field.";
+    have_path = true;
+  }
+  if (!have_path) return {0, 0, std::string(message)};
+  if (rest == "Cannot find field.") rest = "unknown field";
+  auto [line, column] = scan.Find(path);
+  return {line, column,
+          absl::StrCat(path.empty() ? "(root)" : path, ": ", rest)};
+}
+
+absl::StatusOr<pb::Config> ParseJson(absl::string_view text,
+                                     absl::string_view file) {
+  JsonScanner scan(text);
+  if (!scan.Scan()) return LocatedToStatus({scan.error()}, file);
+  pb::Config config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(text.data(), text.size()), &config,
+      options);
+  if (!status.ok()) {
+    return LocatedToStatus(
+        {LocateJsonError(std::string(status.message()), scan)}, file);
+  }
+  return config;
+}
+
+absl::StatusOr<pb::Config> Parse(absl::string_view text, Format format,
+                                 absl::string_view file) {
+  if (text.size() > kMaxConfigBytes) {
+    return LocatedToStatus(
+        {{0, 0, absl::StrCat("larger than ", kMaxConfigBytes, " bytes")}},
+        file);
+  }
+  return format == Format::kJson ? ParseJson(text, file)
+                                 : ParseTextproto(text, file);
+}
+
+// ---------------------------------------------------------------------------
+// Conversion.
+
+class Converter {
+ public:
+  void Error(const std::string& path, absl::string_view message) {
+    errors_.push_back(absl::StrCat(path, ": ", message));
+  }
+  std::vector<std::string>& errors() { return errors_; }
+
+  // A present, well-formed Duration replaces *out. Negative values pass
+  // (ValidateEngineConfig reports them against the field's range); a
+  // malformed one is reported here and leaves *out as it was, so that it
+  // is not reported twice.
+  void Duration(bool present, const google::protobuf::Duration& d,
+                const std::string& path, absl::Duration* out) {
+    if (!present) return;
+    constexpr int64_t kMaxSeconds = 315576000000;  // 10000 years, as proto
+    const int64_t s = d.seconds();
+    const int32_t n = d.nanos();
+    if (s < -kMaxSeconds || s > kMaxSeconds) {
+      Error(path, absl::StrCat("invalid duration: seconds must be in [",
+                               -kMaxSeconds, ", ", kMaxSeconds, "], got ", s));
+      return;
+    }
+    if (n < -999999999 || n > 999999999) {
+      Error(path, absl::StrCat("invalid duration: nanos must be in "
+                               "[-999999999, 999999999], got ",
+                               n));
+      return;
+    }
+    if ((s > 0 && n < 0) || (s < 0 && n > 0)) {
+      Error(path,
+            absl::StrCat("invalid duration: seconds (", s, ") and nanos (", n,
+                         ") must have the same sign"));
+      return;
+    }
+    *out = absl::Seconds(s) + absl::Nanoseconds(n);
+  }
+
+  void Backoff(const pb::Backoff& b, const std::string& path,
+               engine::BackoffParams* out) {
+    if (b.has_kind()) {
+      switch (b.kind()) {
+        case pb::Backoff::KIND_UNSPECIFIED:
+          break;  // unset: keep the inherited kind
+        case pb::Backoff::EXPONENTIAL:
+          out->kind = engine::BackoffKind::kExponential;
+          break;
+        case pb::Backoff::EQUAL_JITTER:
+          out->kind = engine::BackoffKind::kEqualJitter;
+          break;
+        case pb::Backoff::FULL_JITTER:
+          out->kind = engine::BackoffKind::kFullJitter;
+          break;
+        case pb::Backoff::DECORRELATED_JITTER:
+          out->kind = engine::BackoffKind::kDecorrelatedJitter;
+          break;
+        default:
+          Error(path + ".kind",
+                absl::StrCat("unknown value ", static_cast<int>(b.kind())));
+      }
+    }
+    Duration(b.has_base(), b.base(), path + ".base", &out->base);
+    Duration(b.has_cap(), b.cap(), path + ".cap", &out->cap);
+    if (b.has_max_attempts()) out->max_attempts = b.max_attempts();
+    Duration(b.has_initial_jitter(), b.initial_jitter(),
+             path + ".initial_jitter", &out->initial_jitter);
+    Duration(b.has_retry_after_max(), b.retry_after_max(),
+             path + ".retry_after_max", &out->retry_after_max);
+    Duration(b.has_horizon(), b.horizon(), path + ".horizon", &out->horizon);
+  }
+
+  void Budget(const pb::RetryBudget& b, const std::string& path,
+              engine::BudgetParams* out) {
+    if (b.has_ratio()) out->ratio = b.ratio();
+    if (b.has_min_retries_per_second()) {
+      out->min_retries_per_second = b.min_retries_per_second();
+    }
+    Duration(b.has_window(), b.window(), path + ".window", &out->window);
+  }
+
+  void Breaker(const pb::CircuitBreaker& b, const std::string& path,
+               engine::BreakerParams* out) {
+    if (b.has_enabled()) out->enabled = b.enabled();
+    if (b.has_consecutive_failures()) {
+      out->consecutive_failures = b.consecutive_failures();
+    }
+    if (b.has_failure_ratio()) out->failure_ratio = b.failure_ratio();
+    if (b.has_min_throughput()) out->min_throughput = b.min_throughput();
+    Duration(b.has_window(), b.window(), path + ".window", &out->window);
+    Duration(b.has_open_base(), b.open_base(), path + ".open_base",
+             &out->open_base);
+    Duration(b.has_open_max(), b.open_max(), path + ".open_max",
+             &out->open_max);
+    if (b.has_half_open_probes()) out->half_open_probes = b.half_open_probes();
+    if (b.has_close_after_successes()) {
+      out->close_after_successes = b.close_after_successes();
+    }
+    Duration(b.has_probe_timeout(), b.probe_timeout(), path + ".probe_timeout",
+             &out->probe_timeout);
+  }
+
+  void Deferral(const pb::Deferral& d, const std::string& path,
+                engine::DeferralParams* out) {
+    Duration(d.has_spread(), d.spread(), path + ".spread", &out->spread);
+    if (d.has_release_rate_per_second()) {
+      out->release_rate_per_second = d.release_rate_per_second();
+    }
+  }
+
+  // `inherited`: the values unset fields take. `inherited_ram_explicit`:
+  // whether inherited.backoff.retry_after_max was set in the file (else it
+  // follows this policy's cap). Returns whether this policy's
+  // retry_after_max is explicit.
+  bool Policy(const pb::Policy& p, const engine::PolicyParams& inherited,
+              bool inherited_ram_explicit, const std::string& path,
+              engine::PolicyParams* out) {
+    *out = inherited;
+    Backoff(p.backoff(), path + ".backoff", &out->backoff);
+    Budget(p.budget(), path + ".budget", &out->budget);
+    Breaker(p.breaker(), path + ".breaker", &out->breaker);
+    Deferral(p.deferral(), path + ".deferral", &out->deferral);
+    const bool explicit_ram = p.backoff().has_retry_after_max();
+    if (!explicit_ram && !inherited_ram_explicit) {
+      out->backoff.retry_after_max = out->backoff.cap;
+    }
+    return explicit_ram || inherited_ram_explicit;
+  }
+
+  void Limits(const pb::Limits& l, engine::Limits* out) {
+    if (l.has_max_key_bytes()) out->max_key_bytes = l.max_key_bytes();
+    if (l.has_max_endpoints()) out->max_endpoints = l.max_endpoints();
+    Duration(l.has_idle_eviction(), l.idle_eviction(), "limits.idle_eviction",
+             &out->idle_eviction);
+    if (l.has_max_batch_size()) out->max_batch_size = l.max_batch_size();
+  }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  absl::Duration rem;
+  out->set_seconds(absl::IDivDuration(d, absl::Seconds(1), &rem));
+  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
+}
+
+pb::Backoff::Kind KindToProto(engine::BackoffKind k) {
+  switch (k) {
+    case engine::BackoffKind::kExponential:
+      return pb::Backoff::EXPONENTIAL;
+    case engine::BackoffKind::kEqualJitter:
+      return pb::Backoff::EQUAL_JITTER;
+    case engine::BackoffKind::kFullJitter:
+      return pb::Backoff::FULL_JITTER;
+    case engine::BackoffKind::kDecorrelatedJitter:
+      return pb::Backoff::DECORRELATED_JITTER;
+  }
+  return pb::Backoff::KIND_UNSPECIFIED;
+}
+
+void PolicyToProto(const engine::PolicyParams& p, pb::Policy* out) {
+  pb::Backoff* b = out->mutable_backoff();
+  b->set_kind(KindToProto(p.backoff.kind));
+  SetDuration(p.backoff.base, b->mutable_base());
+  SetDuration(p.backoff.cap, b->mutable_cap());
+  b->set_max_attempts(p.backoff.max_attempts);
+  SetDuration(p.backoff.initial_jitter, b->mutable_initial_jitter());
+  SetDuration(p.backoff.retry_after_max, b->mutable_retry_after_max());
+  SetDuration(p.backoff.horizon, b->mutable_horizon());
+
+  pb::RetryBudget* r = out->mutable_budget();
+  r->set_ratio(p.budget.ratio);
+  r->set_min_retries_per_second(p.budget.min_retries_per_second);
+  SetDuration(p.budget.window, r->mutable_window());
+
+  pb::CircuitBreaker* c = out->mutable_breaker();
+  c->set_enabled(p.breaker.enabled);
+  c->set_consecutive_failures(p.breaker.consecutive_failures);
+  c->set_failure_ratio(p.breaker.failure_ratio);
+  c->set_min_throughput(p.breaker.min_throughput);
+  SetDuration(p.breaker.window, c->mutable_window());
+  SetDuration(p.breaker.open_base, c->mutable_open_base());
+  SetDuration(p.breaker.open_max, c->mutable_open_max());
+  c->set_half_open_probes(p.breaker.half_open_probes);
+  c->set_close_after_successes(p.breaker.close_after_successes);
+  SetDuration(p.breaker.probe_timeout, c->mutable_probe_timeout());
+
+  pb::Deferral* d = out->mutable_deferral();
+  SetDuration(p.deferral.spread, d->mutable_spread());
+  d->set_release_rate_per_second(p.deferral.release_rate_per_second);
+}
+
+}  // namespace
+
+absl::StatusOr<Format> FormatForPath(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  absl::string_view base =
+      slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  const size_t dot = base.rfind('.');
+  const std::string ext = absl::AsciiStrToLower(
+      dot == absl::string_view::npos ? "" : base.substr(dot));
+  if (ext == ".json") return Format::kJson;
+  if (ext == ".textproto" || ext == ".txtpb" || ext == ".pbtxt" ||
+      ext == ".cfg" || ext == ".conf") {
+    return Format::kTextproto;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": ",
+      ext.empty() ? std::string("no file extension")
+                  : absl::StrCat("unknown config file extension \"", ext, "\""),
+      " (want .json, or .textproto, .txtpb, .pbtxt, .cfg, .conf)"));
+}
+
+absl::StatusOr<v1::config::Config> ParseConfigText(absl::string_view text,
+                                                   Format format) {
+  return Parse(text, format, "");
+}
+
+absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot open"));
+  }
+  std::string out;
+  char buf[16384];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return absl::ErrnoToStatus(err, absl::StrCat(path, ": cannot read"));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > kMaxConfigBytes) {
+      ::close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": larger than ", kMaxConfigBytes, " bytes"));
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+absl::StatusOr<v1::config::Config> ParseConfigFile(const std::string& path) {
+  absl::StatusOr<Format> format = FormatForPath(path);
+  if (!format.ok()) return format.status();
+  absl::StatusOr<std::string> text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return Parse(*text, *format, path);
+}
+
+absl::StatusOr<engine::EngineConfig> ToEngineConfig(
+    const v1::config::Config& config) {
+  Converter c;
+  engine::EngineConfig out;
+  const engine::PolicyParams defaults;  // engine_config.h's defaults
+  const bool default_ram_explicit = c.Policy(
+      config.default_policy(), defaults,
+      /*inherited_ram_explicit=*/false, "default_policy", &out.default_policy);
+  // An override whose match is unset gets a placeholder pattern so that the
+  // range check below does not report it a second time; the config is
+  // refused either way.
+  for (int i = 0; i < config.overrides_size(); ++i) {
+    const pb::Override& o = config.overrides(i);
+    const std::string path = absl::StrCat("overrides[", i, "]");
+    engine::PolicyOverride po;
+    switch (o.match_case()) {
+      case pb::Override::kPrefix:
+        po.match = engine::PolicyOverride::Match::kPrefix;
+        po.pattern = o.prefix();
+        break;
+      case pb::Override::kGlob:
+        po.match = engine::PolicyOverride::Match::kGlob;
+        po.pattern = o.glob();
+        break;
+      default:
+        c.Error(path + ".match", "set prefix or glob");
+        po.pattern = "(unset)";
+    }
+    c.Policy(o.policy(), out.default_policy, default_ram_explicit,
+             path + ".policy", &po.policy);
+    out.overrides.push_back(std::move(po));
+  }
+  c.Limits(config.limits(), &out.limits);
+
+  std::vector<std::string>& errors = c.errors();
+  if (absl::Status range = engine::ValidateEngineConfig(out); !range.ok()) {
+    // An override inherits default_policy's values, and so its errors: an
+    // override line saying exactly what a default_policy line says (same
+    // field, same message) is that inherited error, reported once, where
+    // the value was written.
+    constexpr absl::string_view kDefault = "default_policy.";
+    const std::vector<absl::string_view> lines =
+        absl::StrSplit(range.message(), '\n');
+    absl::flat_hash_set<absl::string_view> default_errors;
+    for (absl::string_view line : lines) {
+      if (absl::ConsumePrefix(&line, kDefault)) default_errors.insert(line);
+    }
+    for (absl::string_view line : lines) {
+      absl::string_view rest = line;
+      if (absl::ConsumePrefix(&rest, "overrides[")) {
+        const size_t end = rest.find("].policy.");
+        if (end != absl::string_view::npos &&
+            default_errors.contains(rest.substr(end + 9))) {
+          continue;
+        }
+      }
+      errors.emplace_back(line);
+    }
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  }
+  return out;
+}
+
+v1::config::Config ToProto(const engine::EngineConfig& config) {
+  pb::Config out;
+  PolicyToProto(config.default_policy, out.mutable_default_policy());
+  for (const engine::PolicyOverride& o : config.overrides) {
+    pb::Override* po = out.add_overrides();
+    if (o.match == engine::PolicyOverride::Match::kGlob) {
+      po->set_glob(o.pattern);
+    } else {
+      po->set_prefix(o.pattern);
+    }
+    PolicyToProto(o.policy, po->mutable_policy());
+  }
+  pb::Limits* l = out.mutable_limits();
+  l->set_max_key_bytes(config.limits.max_key_bytes);
+  l->set_max_endpoints(config.limits.max_endpoints);
+  SetDuration(config.limits.idle_eviction, l->mutable_idle_eviction());
+  l->set_max_batch_size(config.limits.max_batch_size);
+  return out;
+}
+
+absl::StatusOr<engine::EngineConfig> LoadConfigText(absl::string_view text,
+                                                    absl::string_view path) {
+  absl::StatusOr<Format> format = FormatForPath(path);
+  if (!format.ok()) return format.status();
+  absl::StatusOr<pb::Config> proto = Parse(text, *format, path);
+  if (!proto.ok()) return proto.status();
+  absl::StatusOr<engine::EngineConfig> config = ToEngineConfig(*proto);
+  if (!config.ok()) return PrefixLines(config.status(), path);
+  return config;
+}
+
+absl::StatusOr<engine::EngineConfig> LoadConfigFile(const std::string& path) {
+  absl::StatusOr<Format> format = FormatForPath(path);
+  if (!format.ok()) return format.status();
+  absl::StatusOr<std::string> text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return LoadConfigText(*text, path);
+}
+
+engine::EngineConfig DefaultEngineConfig() {
+  engine::EngineConfig config;
+  // retry_after_max follows cap when unset (config.proto); the header's
+  // default equals the default cap already, but keep the rule explicit.
+  config.default_policy.backoff.retry_after_max =
+      config.default_policy.backoff.cap;
+  return config;
+}
+
+}  // namespace stagger::config
