@@ -1,0 +1,132 @@
+// deploy_manifests_negative: proves the manifest checks of
+// check_manifests.js reject broken input. Each case mutates a good
+// rendering (deploy/k8s/overlays/example, which has every kind) in one way
+// and expects a specific error: misspelled field names at several depths
+// and in the Prometheus Operator CRDs (which kubernetes-models alone
+// accepts), schema type errors, and each structural rule. One case renders
+// a scratch overlay with a typo through kubectl kustomize end to end.
+"use strict";
+
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const m = require("./lib/manifests");
+const { validateObject } = require("./lib/k8s_schema");
+
+const GOOD = m.kustomize(path.join(m.K8S, "overlays", "example"));
+const fresh = () => structuredClone(GOOD);
+const find = (docs, kind) => docs.find((d) => d.kind === kind);
+const dep = (docs) => find(docs, "Deployment");
+const container = (docs) => dep(docs).spec.template.spec.containers[0];
+const allErrors = (docs) => [...m.schemaErrors(docs), ...m.structuralErrors(docs)];
+
+test("control: the unmutated rendering passes", () => {
+  assert.deepEqual(allErrors(fresh()), []);
+});
+
+test("control: arbitrary keys in maps are accepted", () => {
+  const docs = fresh();
+  dep(docs).metadata.labels["team.example/owner"] = "payments";
+  dep(docs).spec.template.metadata.annotations["any/annotation"] = "x";
+  find(docs, "ConfigMap").data["another.file"] = "text";
+  container(docs).resources.limits["ephemeral-storage"] = "1Gi";
+  assert.deepEqual(m.schemaErrors(docs), []);
+});
+
+const cases = [
+  // --- misspelled field names (kubernetes-models alone accepts these) ---
+  ["misspelled spec field", (d) => { dep(d).spec.replica = 1; }, /Deployment .*unknown field \/spec\/replica$/],
+  ["misspelled container field", (d) => { container(d).readinesProbe = { grpc: { port: 50051 } }; }, /unknown field \/spec\/template\/spec\/containers\/0\/readinesProbe$/],
+  ["misspelled securityContext field", (d) => { container(d).securityContext.runAsNonRot = true; }, /unknown field .*securityContext\/runAsNonRot$/],
+  ["misspelled probe field", (d) => { container(d).livenessProbe.periodSecond = 5; }, /unknown field .*livenessProbe\/periodSecond$/],
+  ["misspelled metadata field", (d) => { find(d, "Service").metadata.lables = { a: "b" }; }, /Service .*unknown field \/metadata\/lables$/],
+  ["misspelled Service port field", (d) => { find(d, "Service").spec.ports[0].appProtocl = "grpc"; }, /unknown field \/spec\/ports\/0\/appProtocl$/],
+  ["misspelled ConfigMap field", (d) => { find(d, "ConfigMap").dat = {}; }, /ConfigMap .*unknown field \/dat$/],
+  ["misspelled ServiceMonitor field (CRD)", (d) => { find(d, "ServiceMonitor").spec.endpoints[0].intervall = "15s"; }, /ServiceMonitor .*unknown field \/spec\/endpoints\/0\/intervall$/],
+  ["misspelled PrometheusRule field (CRD)", (d) => { find(d, "PrometheusRule").spec.groups[1].rules[0].anotations = {}; }, /PrometheusRule .*unknown field \/spec\/groups\/1\/rules\/0\/anotations$/],
+  // --- schema errors ---
+  ["wrong type", (d) => { dep(d).spec.replicas = "one"; }, /schema: .*\/spec\/replicas must be integer/],
+  ["missing required field", (d) => { delete dep(d).spec.selector; }, /schema: .*\/spec must have required property '?selector'?/],
+  ["unknown kind", (d) => { find(d, "Service").kind = "Servce"; }, /no schema for v1 Servce/],
+  // --- structural rules ---
+  ["two replicas", (d) => { dep(d).spec.replicas = 2; }, /replicas must be 1/],
+  ["rollout may stop the old pod first", (d) => { dep(d).spec.strategy.rollingUpdate.maxUnavailable = 1; }, /maxSurge 1 maxUnavailable 0/],
+  ["Recreate strategy", (d) => { dep(d).spec.strategy = { type: "Recreate" }; }, /strategy must be RollingUpdate/],
+  ["no grace period", (d) => { delete dep(d).spec.template.spec.terminationGracePeriodSeconds; }, /terminationGracePeriodSeconds must be set/],
+  ["httpGet readiness probe", (d) => { container(d).readinessProbe = { httpGet: { port: 9464, path: "/metrics" } }; }, /readinessProbe must be a native grpc probe/],
+  ["grpc probe on the metrics port", (d) => { container(d).livenessProbe.grpc.port = 9464; }, /livenessProbe.grpc.port must be 50051/],
+  ["liveness kills a draining pod", (d) => { container(d).livenessProbe.failureThreshold = 1; }, /livenessProbe would kill a draining pod/],
+  ["root filesystem writable", (d) => { container(d).securityContext.readOnlyRootFilesystem = false; }, /readOnlyRootFilesystem must be true/],
+  ["privilege escalation allowed", (d) => { delete container(d).securityContext.allowPrivilegeEscalation; }, /allowPrivilegeEscalation must be false/],
+  ["capabilities not dropped", (d) => { container(d).securityContext.capabilities = { drop: ["NET_RAW"] }; }, /capabilities.drop must include ALL/],
+  ["capability added", (d) => { container(d).securityContext.capabilities.add = ["NET_ADMIN"]; }, /capabilities.add must be empty/],
+  ["runs as root", (d) => { container(d).securityContext.runAsUser = 0; }, /runAsUser must be a non-zero UID/],
+  ["UID differs from the image", (d) => { container(d).securityContext.runAsUser = 1000; }, /differs from deploy\/Dockerfile's USER/],
+  ["runAsNonRoot off", (d) => { container(d).securityContext.runAsNonRoot = false; }, /runAsNonRoot must be true/],
+  ["no seccomp profile", (d) => { delete container(d).securityContext.seccompProfile; delete dep(d).spec.template.spec.securityContext.seccompProfile; }, /seccompProfile must be RuntimeDefault/],
+  ["no memory limit", (d) => { delete container(d).resources.limits.memory; }, /resources.limits.memory must be set/],
+  ["memory too small for max_endpoints", (d) => { container(d).resources.limits.memory = "384Mi"; }, /memory limit 384Mi < 589Mi needed for max_endpoints 2000000/],
+  ["config mounted with subPath", (d) => { Object.assign(container(d).volumeMounts[0], { subPath: "config.textproto" }); }, /mounted as a directory, not with subPath/],
+  ["wrong --config path", (d) => { container(d).args = container(d).args.map((a) => a.replace("config.textproto", "config.json")); }, /args lack --config=\/etc\/stagger\/config.textproto/],
+  ["config file typo", (d) => { const cm = find(d, "ConfigMap"); cm.data["config.textproto"] = cm.data["config.textproto"].replace("max_attempts:", "max_attempt:"); }, /config.textproto does not parse: .*no field named "max_attempt"/],
+  ["ConfigMap not in the output", (d) => { dep(d).spec.template.spec.volumes[0].configMap.name = "other"; }, /is not a ConfigMap of this output/],
+  ["unnamed gRPC port", (d) => { find(d, "Service").spec.ports[0].name = "port-0"; }, /Service port grpc must be 50051/],
+  ["gRPC port without appProtocol", (d) => { delete find(d, "Service").spec.ports[0].appProtocol; }, /appProtocol grpc/],
+  ["Service selects nothing", (d) => { find(d, "Service").spec.selector = { app: "other" }; }, /Service selector does not match/],
+  ["container port renamed", (d) => { container(d).ports[1].name = "prom"; }, /container port metrics must be 9464/],
+  ["double scrape", (d) => { dep(d).spec.template.metadata.annotations["prometheus.io/scrape"] = "true"; }, /no double scrape/],
+  ["ServiceMonitor on the wrong port", (d) => { find(d, "ServiceMonitor").spec.endpoints[0].port = "grpc"; }, /ServiceMonitor endpoints must scrape port metrics/],
+  ["ServiceMonitor job label", (d) => { delete find(d, "ServiceMonitor").spec.jobLabel; }, /jobLabel must give job="staggerd"/],
+  ["PrometheusRule drifted from rules.yml", (d) => { find(d, "PrometheusRule").spec.groups[1].rules[0].for = "1m"; }, /PrometheusRule groups differ/],
+  ["token mounted", (d) => { dep(d).spec.template.spec.automountServiceAccountToken = true; }, /automountServiceAccountToken must be false/],
+];
+
+for (const [name, mutate, want] of cases) {
+  test(`rejects: ${name}`, () => {
+    const docs = fresh();
+    mutate(docs);
+    const errors = allErrors(docs);
+    assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
+  });
+}
+
+test("rejects: a typo added by an overlay patch, rendered by kubectl kustomize", () => {
+  const dir = m.scratchKustomization((dir) => ({
+    "kustomization.yaml": [
+      "apiVersion: kustomize.config.k8s.io/v1beta1",
+      "kind: Kustomization",
+      "resources:",
+      `  - ${path.relative(dir, path.join(m.K8S, "base"))}`,
+      "patches:",
+      "  - path: typo.yaml",
+      "",
+    ].join("\n"),
+    "typo.yaml": [
+      "apiVersion: apps/v1",
+      "kind: Deployment",
+      "metadata:",
+      "  name: staggerd",
+      "spec:",
+      "  template:",
+      "    spec:",
+      "      containers:",
+      "        - name: staggerd",
+      "          securityContext:",
+      "            readOnlyRootFilesytem: true",
+      "",
+    ].join("\n"),
+  }));
+  try {
+    const docs = m.kustomize(dir);
+    const d = dep(docs);
+    // kustomize merged the typo in verbatim ...
+    assert.equal(d.spec.template.spec.containers[0].securityContext.readOnlyRootFilesytem, true);
+    // ... kubernetes-models alone accepts it ...
+    assert.doesNotThrow(() => new (require("kubernetes-models/apps/v1/Deployment").Deployment)(d).validate());
+    // ... and the unknown-field walk does not.
+    assert.deepEqual(validateObject(d).errors, ["unknown field /spec/template/spec/containers/0/securityContext/readOnlyRootFilesytem"]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,258 @@
+// Rendering deploy/k8s with `kubectl kustomize` (offline, no cluster) and
+// the checks on the rendered objects that matter for Stagger: the schema
+// and unknown-field check of lib/k8s_schema.js, and structural rules (one
+// replica, surge-first rollout, native gRPC probes, restrictive
+// securityContext, config mounted as a directory, memory sized for
+// limits.max_endpoints, named ports, Prometheus wiring). Every check returns
+// a list of error strings so that tests can assert on what a broken
+// manifest is rejected for.
+"use strict";
+
+const { execFileSync } = require("node:child_process");
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+const { isDeepStrictEqual } = require("node:util");
+const yaml = require("js-yaml");
+const { validateObject, describe } = require("./k8s_schema");
+
+const REPO = path.resolve(__dirname, "..", "..", "..");
+const K8S = path.join(REPO, "deploy", "k8s");
+const CONFIG_KEY = "config.textproto";
+const CONFIG_DIR = "/etc/stagger";
+const GRPC_PORT = 50051;
+const METRICS_PORT = 9464;
+// Memory model (deployment.yaml): ~100 MiB process + 256 B per endpoint.
+const BASE_MEMORY_BYTES = 100 * 1024 * 1024;
+const BYTES_PER_ENDPOINT = 256;
+const DEFAULT_MAX_ENDPOINTS = 1000000;
+
+function kustomize(dir) {
+  const out = execFileSync("kubectl", ["kustomize", dir], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  return yaml.loadAll(out).filter((d) => d !== null);
+}
+
+// Overlay folders under deploy/k8s/overlays (every one is rendered).
+function overlays() {
+  const root = path.join(K8S, "overlays");
+  return fs
+    .readdirSync(root)
+    .filter((d) => fs.existsSync(path.join(root, d, "kustomization.yaml")))
+    .sort()
+    .map((d) => path.join(root, d));
+}
+
+// Schema + unknown-field errors of every object, prefixed with its name.
+function schemaErrors(docs) {
+  const errors = [];
+  for (const o of docs) {
+    const r = validateObject(o);
+    for (const e of r.errors) errors.push(`${describe(o)}: ${e}`);
+    for (const p of r.freeForm) errors.push(`${describe(o)}: free-form object at ${p} (fields not checkable)`);
+    for (const p of r.unvisited) errors.push(`${describe(o)}: ${p} not reached by the validator`);
+  }
+  return errors;
+}
+
+// Quantity string -> bytes ("384Mi", "1G", "500000000").
+function quantityBytes(q) {
+  const m = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
+  if (!m) return NaN;
+  const mult = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(m[1]) * (m[2] ? mult[m[2]] : 1);
+}
+
+// protoc --encode of a config text; returns "" or protoc's error.
+function protocError(text) {
+  try {
+    execFileSync(
+      "protoc",
+      ["--encode=stagger.v1.config.Config", "-I", path.join(REPO, "proto"), "-I", "/usr/include", "stagger/v1/config.proto"],
+      { input: text, stdio: ["pipe", "ignore", "pipe"] },
+    );
+    return "";
+  } catch (e) {
+    return String(e.stderr || e.message).trim();
+  }
+}
+
+// limits.max_endpoints of a (protoc-valid) config text, via protoc's own
+// decoding so comments and layout cannot fool it.
+function maxEndpoints(text) {
+  const args = ["-I", path.join(REPO, "proto"), "-I", "/usr/include", "stagger/v1/config.proto"];
+  const bin = execFileSync("protoc", ["--encode=stagger.v1.config.Config", ...args], { input: text });
+  const dec = execFileSync("protoc", ["--decode=stagger.v1.config.Config", ...args], { input: bin, encoding: "utf8" });
+  const m = /^\s*max_endpoints:\s*([0-9]+)/m.exec(dec);
+  return m ? Number(m[1]) : DEFAULT_MAX_ENDPOINTS;
+}
+
+// The numeric UID of the runtime stage's USER in deploy/Dockerfile.
+function dockerfileUid() {
+  const text = fs.readFileSync(path.join(REPO, "deploy", "Dockerfile"), "utf8");
+  const users = [...text.matchAll(/^USER\s+([0-9]+)(?::([0-9]+))?\s*$/gm)];
+  return users.length ? Number(users[users.length - 1][1]) : NaN;
+}
+
+const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
+const subsetOf = (sel, labels) =>
+  Object.entries(sel || {}).every(([k, v]) => labels && labels[k] === v) && Object.keys(sel || {}).length > 0;
+
+// Structural checks on one rendered output. Returns error strings.
+function structuralErrors(docs) {
+  const errors = [];
+  const err = (m) => errors.push(m);
+  const deps = byKind(docs, "Deployment");
+  if (deps.length !== 1) {
+    err(`want exactly 1 Deployment, got ${deps.length}`);
+    return errors;
+  }
+  const d = deps[0];
+  const spec = d.spec || {};
+  const pod = (spec.template && spec.template.spec) || {};
+  const tmeta = (spec.template && spec.template.metadata) || {};
+
+  // Endpoint state lives in one process.
+  if (spec.replicas !== 1) err(`Deployment replicas must be 1 (state is per process), got ${spec.replicas}`);
+  const st = spec.strategy || {};
+  const ru = st.rollingUpdate || {};
+  if (st.type !== "RollingUpdate" || String(ru.maxSurge) !== "1" || String(ru.maxUnavailable) !== "0") {
+    err(`strategy must be RollingUpdate maxSurge 1 maxUnavailable 0, got ${JSON.stringify(st)}`);
+  }
+  if (!subsetOf(spec.selector && spec.selector.matchLabels, tmeta.labels)) {
+    err("Deployment selector does not match the pod template labels");
+  }
+  const grace = pod.terminationGracePeriodSeconds;
+  if (!Number.isInteger(grace) || grace < 10) err(`terminationGracePeriodSeconds must be set (>= 10 s), got ${grace}`);
+  if (pod.automountServiceAccountToken !== false) err("automountServiceAccountToken must be false");
+
+  const cs = pod.containers || [];
+  const c = cs.find((x) => x.name === "staggerd");
+  if (!c) {
+    err("no container named staggerd");
+    return errors;
+  }
+  const args = c.args || [];
+  if (!args.includes(`--config=${CONFIG_DIR}/${CONFIG_KEY}`)) err(`staggerd args lack --config=${CONFIG_DIR}/${CONFIG_KEY}`);
+  const cports = Object.fromEntries((c.ports || []).map((p) => [p.name, p.containerPort]));
+  if (cports.grpc !== GRPC_PORT) err(`container port grpc must be ${GRPC_PORT}, got ${cports.grpc}`);
+  if (cports.metrics !== METRICS_PORT) err(`container port metrics must be ${METRICS_PORT}, got ${cports.metrics}`);
+
+  // Native gRPC probes against the health service.
+  for (const probe of ["readinessProbe", "livenessProbe"]) {
+    const p = c[probe];
+    if (!p || !p.grpc) { err(`${probe} must be a native grpc probe`); continue; }
+    if (p.grpc.port !== GRPC_PORT) err(`${probe}.grpc.port must be ${GRPC_PORT}, got ${p.grpc.port}`);
+    if (p.httpGet || p.exec || p.tcpSocket) err(`${probe} must use grpc only`);
+  }
+  const live = c.livenessProbe || {};
+  if (c.livenessProbe && (live.periodSeconds || 10) * (live.failureThreshold || 3) < grace) {
+    err("livenessProbe would kill a draining pod: periodSeconds x failureThreshold < terminationGracePeriodSeconds");
+  }
+
+  // Effective security settings: container value, else pod value.
+  const csc = c.securityContext || {};
+  const psc = pod.securityContext || {};
+  const eff = (k) => (csc[k] !== undefined ? csc[k] : psc[k]);
+  if (eff("runAsNonRoot") !== true) err("runAsNonRoot must be true");
+  const uid = eff("runAsUser");
+  if (!Number.isInteger(uid) || uid <= 0) err(`runAsUser must be a non-zero UID, got ${uid}`);
+  else if (uid !== dockerfileUid()) err(`runAsUser ${uid} differs from deploy/Dockerfile's USER ${dockerfileUid()}`);
+  if (csc.readOnlyRootFilesystem !== true) err("readOnlyRootFilesystem must be true");
+  if (csc.allowPrivilegeEscalation !== false) err("allowPrivilegeEscalation must be false");
+  if (csc.privileged === true) err("privileged must not be true");
+  const caps = csc.capabilities || {};
+  if (!(caps.drop || []).includes("ALL")) err("capabilities.drop must include ALL");
+  if ((caps.add || []).length) err(`capabilities.add must be empty, got ${caps.add}`);
+  const secc = eff("seccompProfile") || {};
+  if (secc.type !== "RuntimeDefault") err(`seccompProfile must be RuntimeDefault, got ${secc.type}`);
+
+  // Resources, and memory sized for limits.max_endpoints.
+  const res = c.resources || {};
+  for (const kind of ["requests", "limits"]) {
+    for (const r of ["cpu", "memory"]) {
+      if (!res[kind] || res[kind][r] === undefined) err(`resources.${kind}.${r} must be set`);
+    }
+  }
+
+  // The config directory: a whole ConfigMap volume (no subPath, which
+  // would never see updates), holding config.textproto.
+  const mount = (c.volumeMounts || []).find((m) => m.mountPath === CONFIG_DIR);
+  if (!mount) err(`no volumeMount at ${CONFIG_DIR}`);
+  else {
+    if (mount.subPath || mount.subPathExpr) err(`${CONFIG_DIR} must be mounted as a directory, not with subPath`);
+    const vol = (pod.volumes || []).find((v) => v.name === mount.name);
+    const cmName = vol && vol.configMap && vol.configMap.name;
+    const cm = byKind(docs, "ConfigMap").find((x) => x.metadata.name === cmName);
+    if (!cm) err(`volume ${mount.name} is not a ConfigMap of this output (${cmName})`);
+    else if (!cm.data || typeof cm.data[CONFIG_KEY] !== "string") err(`ConfigMap ${cmName} has no ${CONFIG_KEY}`);
+    else if (vol.configMap.items) err(`ConfigMap volume must not select items (config must be ${CONFIG_KEY})`);
+    else {
+      const perr = protocError(cm.data[CONFIG_KEY]);
+      if (perr) err(`ConfigMap ${cmName} ${CONFIG_KEY} does not parse: ${perr}`);
+      else if (res.limits && res.limits.memory !== undefined) {
+        const n = maxEndpoints(cm.data[CONFIG_KEY]);
+        const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n;
+        const have = quantityBytes(res.limits.memory);
+        if (!(have >= need)) {
+          err(`memory limit ${res.limits.memory} < ${Math.ceil(need / 2 ** 20)}Mi needed for max_endpoints ${n}`);
+        }
+      }
+    }
+  }
+
+  // Annotation-based scraping (on, or switched off by the operator component).
+  const ann = tmeta.annotations || {};
+  if (!["true", "false"].includes(ann["prometheus.io/scrape"])) err('pod annotation prometheus.io/scrape must be "true" or "false"');
+  if (ann["prometheus.io/port"] !== String(METRICS_PORT)) err(`pod annotation prometheus.io/port must be "${METRICS_PORT}"`);
+  if (ann["prometheus.io/path"] !== "/metrics") err('pod annotation prometheus.io/path must be "/metrics"');
+
+  // Service: named ports, selecting the pod.
+  const svcs = byKind(docs, "Service");
+  if (svcs.length !== 1) err(`want exactly 1 Service, got ${svcs.length}`);
+  const svc = svcs[0];
+  if (svc) {
+    if (!subsetOf(svc.spec.selector, tmeta.labels)) err("Service selector does not match the pod labels");
+    const sp = Object.fromEntries((svc.spec.ports || []).map((p) => [p.name, p]));
+    if (!sp.grpc || sp.grpc.port !== GRPC_PORT || sp.grpc.appProtocol !== "grpc") err(`Service port grpc must be ${GRPC_PORT} with appProtocol grpc`);
+    if (!sp.metrics || sp.metrics.port !== METRICS_PORT) err(`Service port metrics must be ${METRICS_PORT}`);
+    for (const p of Object.values(sp)) {
+      if (p.targetPort !== p.name && p.targetPort !== cports[p.name]) err(`Service port ${p.name} targets ${p.targetPort}, not the container port`);
+    }
+  }
+
+  // Prometheus Operator objects, when the component is in.
+  for (const sm of byKind(docs, "ServiceMonitor")) {
+    if (!svc || !subsetOf(sm.spec.selector && sm.spec.selector.matchLabels, svc.metadata.labels)) err("ServiceMonitor does not select the Service");
+    const eps = sm.spec.endpoints || [];
+    if (!eps.length || !eps.every((e) => e.port === "metrics" && e.path === "/metrics")) err("ServiceMonitor endpoints must scrape port metrics, path /metrics");
+    // The rules select job="staggerd".
+    if (!svc || !sm.spec.jobLabel || svc.metadata.labels[sm.spec.jobLabel] !== "staggerd") err('ServiceMonitor jobLabel must give job="staggerd"');
+    if (ann["prometheus.io/scrape"] !== "false") err("with a ServiceMonitor, the pod's prometheus.io/scrape must be \"false\" (no double scrape)");
+  }
+  if (byKind(docs, "ServiceMonitor").length === 0 && ann["prometheus.io/scrape"] !== "true") {
+    err('without a ServiceMonitor, prometheus.io/scrape must be "true"');
+  }
+  const rulesFile = path.join(REPO, "deploy", "prometheus", "rules.yml");
+  const rules = yaml.load(fs.readFileSync(rulesFile, "utf8"));
+  for (const pr of byKind(docs, "PrometheusRule")) {
+    if (!isDeepStrictEqual(pr.spec.groups, rules.groups)) err("PrometheusRule groups differ from deploy/prometheus/rules.yml");
+  }
+  return errors;
+}
+
+// A scratch kustomization in a new temporary folder. `files(dir)` returns
+// { name: contents } (it gets the folder because kustomize takes bases by
+// relative path only). Returns the folder; the caller removes it.
+function scratchKustomization(files) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stagger-kustomize-"));
+  for (const [name, text] of Object.entries(files(dir))) fs.writeFileSync(path.join(dir, name), text);
+  return dir;
+}
+
+module.exports = {
+  REPO, K8S, kustomize, overlays, schemaErrors, structuralErrors, protocError,
+  maxEndpoints, quantityBytes, dockerfileUid, scratchKustomization, CONFIG_KEY,
+};
