@@ -1,0 +1,200 @@
+// ServerMetrics: staggerd's Prometheus metrics. Every family and every series
+// is built once, in the constructor, for fixed label sets (enum values, an
+// attempt number capped at a small bound); the Record* functions on the hot
+// path only index pre-resolved arrays and bump a counter or a histogram: no
+// family or label lookup, no allocation, no new series, ever. Label values
+// come only from those fixed sets; an endpoint key is never a label.
+//
+// The engine does not know about this file: the gRPC layer passes each
+// engine::Decision it returns to RecordDecision(). Gauges that describe the
+// endpoint table (breaker states, tracked, evicted) are read from
+// engine::Engine::Stats() when refreshed, i.e. just before each scrape (see
+// MetricsExposer, which calls RefreshEngineStats()).
+//
+// Series (all prefixed stagger_, base units; see README "Observability"):
+//   decisions_total{call,verdict,reason}     counter, every (call, verdict,
+//                                            reason) combination pre-created
+//   retry_delay_seconds{attempt}             histogram, attempt "2".."K",
+//                                            "overflow"
+//   retry_after_total, retry_after_clamped_total, budget_refusals_total
+//   untracked_decisions_total                counter (endpoint table full)
+//   breaker_transitions_total{from,to}       counter, the 6 real transitions
+//   endpoints{breaker_state}, endpoints_tracked        gauges (engine stats)
+//   endpoints_evicted_total                  counter (engine stats)
+//   config_reloads_total{result}             counter, success|failure
+//   rpc_duration_seconds{method}             histogram, 6 methods
+//   batch_size{method}                       histogram, AdmitBatch|ReportBatch
+//
+// Thread-safety: every method may be called concurrently from any thread once
+// the object is constructed. The registry must outlive this object.
+#ifndef STAGGER_SERVER_METRICS_SERVER_METRICS_H_
+#define STAGGER_SERVER_METRICS_SERVER_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/engine/decision.h"
+#include "server/engine/engine.h"
+#include "server/engine/engine_config.h"
+
+namespace stagger::metrics {
+
+class ServerMetrics {
+ public:
+  enum class Call : uint8_t { kAdmit = 0, kReport = 1 };
+  static constexpr int kNumCalls = 2;
+  enum class Method : uint8_t {
+    kAdmit = 0,
+    kReport = 1,
+    kAdmitBatch = 2,
+    kReportBatch = 3,
+    kGetEndpoint = 4,
+    kListEndpoints = 5,
+  };
+  static constexpr int kNumMethods = 6;
+
+  // Bounds of the attempt label of stagger_retry_delay_seconds. A retry
+  // delay is always for attempt >= 2 (attempt 1 is the first send).
+  static constexpr int kMinAttemptLabel = 2;
+  static constexpr int kMaxAttemptLabel = 20;
+
+  // Bucket upper bounds, seconds / items. Exposed for tests and dashboards.
+  // Retry delay: 1 ms .. 60 s, dense enough above 1 s that full jitter's
+  // flat shape and a pile-up at the default cap (30 s, a boundary) show.
+  static const std::vector<double>& RetryDelayBuckets();
+  // RPC handling time: 10 us .. 1 s.
+  static const std::vector<double>& RpcDurationBuckets();
+  // Batch items: 1 .. 100000 (the largest allowed max_batch_size).
+  static const std::vector<double>& BatchSizeBuckets();
+
+  // Builds and registers every family and series in `registry`, which must
+  // outlive this object and must not already hold stagger_* families.
+  // `max_attempt_label` (K) is clamped to [kMinAttemptLabel,
+  // kMaxAttemptLabel]: retries for attempts 2..K get their own label value,
+  // later ones share "overflow". Use MaxAttemptLabelFor(config) at start-up;
+  // a reload that raises max_attempts sends the new attempts to "overflow"
+  // (series are never added after construction).
+  ServerMetrics(prometheus::Registry& registry, int max_attempt_label);
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  // The largest max_attempts of the default policy and every override,
+  // clamped to [kMinAttemptLabel, kMaxAttemptLabel].
+  static int MaxAttemptLabelFor(const engine::EngineConfig& config);
+
+  // The label value for a retry delay of attempt `attempt` ("2".."K" or
+  // "overflow"); "" for attempt < 2, which is never recorded.
+  const char* AttemptLabel(int attempt) const;
+  int max_attempt_label() const { return max_attempt_label_; }
+
+  // Records one decision the engine returned for an Admit or a Report
+  // (batch items: once per item). Counts:
+  //   stagger_decisions_total{call, verdict, reason};
+  //   for a Report answered PROCEED with reason BACKOFF or RETRY_AFTER:
+  //     stagger_retry_delay_seconds{attempt = d.attempt} observes d.delay;
+  //   d.retry_after_seen / d.retry_after_clamped: the Retry-After counters;
+  //   reason BUDGET_EXHAUSTED: stagger_budget_refusals_total (every refusal,
+  //     so one retry deferred twice counts twice);
+  //   d.transitions[0 .. num_transitions): stagger_breaker_transitions_total;
+  //   d.untracked: stagger_untracked_decisions_total.
+  // Out-of-range enum values (never produced by the engine) are not counted
+  // under any label. Lock-free apart from the histogram's own mutex.
+  void RecordDecision(Call call, const engine::Decision& d);
+
+  // stagger_rpc_duration_seconds{method}: time from the handler's entry to
+  // its Finish(), including validation and every batch item.
+  void RecordRpc(Method m, absl::Duration handling_time);
+
+  // stagger_batch_size{method}: the number of items in one batch request.
+  // Only kAdmitBatch and kReportBatch have this series; other methods are
+  // ignored.
+  void RecordBatchSize(Method m, int items);
+
+  // stagger_config_reloads_total{result="success"|"failure"}.
+  void RecordConfigReload(bool ok);
+
+  // The engine whose Stats() feed stagger_endpoints{breaker_state},
+  // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
+  // outlive this object (or be detached with nullptr first). Until one is
+  // attached those series stay at 0.
+  void AttachEngine(const engine::Engine* engine);
+
+  // Copies engine->Stats() into the gauges (and the eviction counter, by
+  // the increase since the last refresh). MetricsExposer calls it before
+  // every scrape; cheap (a handful of atomic loads), safe to call anytime.
+  void RefreshEngineStats();
+
+ private:
+  static constexpr int kMaxVerdict = 4;  // engine::Verdict::kDone
+  static constexpr int kNumStates = engine::kNumBreakerStates;
+
+  const int max_attempt_label_;
+
+  // [call][verdict 1..4][reason 1..kMaxReason]; index 0 unused (nullptr).
+  std::array<std::array<std::array<prometheus::Counter*, engine::kMaxReason + 1>,
+                        kMaxVerdict + 1>,
+             kNumCalls>
+      decisions_{};
+  // [0] = attempt 2 ... [K-2] = attempt K, [K-1] = overflow.
+  std::vector<prometheus::Histogram*> retry_delay_;
+  std::vector<const char*> attempt_labels_;  // parallel to retry_delay_
+  prometheus::Counter* retry_after_ = nullptr;
+  prometheus::Counter* retry_after_clamped_ = nullptr;
+  prometheus::Counter* budget_refusals_ = nullptr;
+  prometheus::Counter* untracked_ = nullptr;
+  // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
+  std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
+      transitions_{};
+  std::array<prometheus::Gauge*, kNumStates + 1> endpoints_by_state_{};
+  prometheus::Gauge* endpoints_tracked_ = nullptr;
+  prometheus::Counter* endpoints_evicted_ = nullptr;
+  prometheus::Counter* reload_success_ = nullptr;
+  prometheus::Counter* reload_failure_ = nullptr;
+  std::array<prometheus::Histogram*, kNumMethods> rpc_duration_{};
+  std::array<prometheus::Histogram*, kNumMethods> batch_size_{};  // 2 set
+
+  std::atomic<const engine::Engine*> engine_{nullptr};
+  absl::Mutex refresh_mu_;
+  int64_t evicted_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+};
+
+// Times one RPC handler: records stagger_rpc_duration_seconds{method} when
+// Finish() is first called or, failing that, when destroyed. Monotonic clock
+// (std::chrono::steady_clock). `metrics` may be null (records nothing).
+// Not thread-safe: one handler, one timer.
+class ScopedRpcTimer {
+ public:
+  ScopedRpcTimer(ServerMetrics* metrics, ServerMetrics::Method method)
+      : metrics_(metrics),
+        method_(method),
+        start_(std::chrono::steady_clock::now()) {}
+  ~ScopedRpcTimer() { Finish(); }
+  ScopedRpcTimer(const ScopedRpcTimer&) = delete;
+  ScopedRpcTimer& operator=(const ScopedRpcTimer&) = delete;
+
+  void Finish() {
+    if (metrics_ == nullptr) return;
+    metrics_->RecordRpc(method_, absl::FromChrono(
+                                     std::chrono::steady_clock::now() - start_));
+    metrics_ = nullptr;
+  }
+
+ private:
+  ServerMetrics* metrics_;
+  ServerMetrics::Method method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace stagger::metrics
+
+#endif  // STAGGER_SERVER_METRICS_SERVER_METRICS_H_
