@@ -45,11 +45,17 @@ absl::Duration NextBackoff(const BackoffParams& p, int retry,
     }
     case BackoffKind::kDecorrelatedJitter: {
       const double base = absl::ToDoubleSeconds(p.base);
-      const double prev = std::max(base, absl::ToDoubleSeconds(previous));
-      // prev <= cap <= 1h, so prev * 3 cannot overflow; min() keeps the
-      // upper bound at the cap, and the draw is never below base.
-      const double hi = std::min(cap, prev * 3.0);
-      s = UniformSeconds(rng, base, std::max(base, hi));
+      // The previous delay is below base when there is none yet, and above
+      // the cap only after a configuration change lowered the cap: clamping
+      // it to [base, cap] guards prev * 3 (no overflow, no infinity).
+      const double prev =
+          std::clamp(absl::ToDoubleSeconds(previous), base, std::max(base, cap));
+      // min(cap, uniform[base, 3 * prev]) as the seed writes it: the draw is
+      // taken over the whole interval and then capped, so once 3 * prev
+      // exceeds the cap a share of the draws sits at the cap (drawing over
+      // [base, min(cap, 3 * prev)] instead pulls the delay down to ~cap/2
+      // during a long outage).
+      s = std::min(cap, UniformSeconds(rng, base, prev * 3.0));
       break;
     }
   }

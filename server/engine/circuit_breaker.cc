@@ -115,15 +115,23 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
   return std::nullopt;
 }
 
+// probe_round_start_ns_ is the time of the latest probe admission (the
+// caller takes the slot when this says yes), or of the half-open transition.
+// Slots are freed only once the newest probe in flight is probe_timeout old:
+// then every probe in flight is at least that old and none has reported.
+// Freeing them all from the half-open instant instead would free a probe
+// admitted a moment ago and let the quota be exceeded.
 bool CircuitBreaker::ProbeSlotFree(const BreakerParams& p, absl::Time now) {
   const int64_t t = absl::ToUnixNanos(now);
-  if (t - probe_round_start_ns_ >= absl::ToInt64Nanoseconds(p.probe_timeout)) {
-    // The round's probes never reported: give their slots to new probes.
+  if (probes_in_flight_ > 0 &&
+      t - probe_round_start_ns_ >= absl::ToInt64Nanoseconds(p.probe_timeout)) {
+    // The probes in flight never reported: give their slots to new probes.
     probes_in_flight_ = 0;
-    probe_round_start_ns_ = t;
   }
-  return probes_in_flight_ + probe_successes_ <
-         static_cast<uint32_t>(p.half_open_probes);
+  const bool free = probes_in_flight_ + probe_successes_ <
+                    static_cast<uint32_t>(p.half_open_probes);
+  if (free) probe_round_start_ns_ = t;
+  return free;
 }
 
 }  // namespace stagger::engine

@@ -24,6 +24,9 @@ constexpr int kMaxAttemptNumber = 1000000;
 // A deferral is never scheduled further than this past its target instant,
 // however long the release queue of the endpoint has grown.
 constexpr absl::Duration kMaxDeferLead = absl::Minutes(10);
+// A delivery turned away while the breaker's probes are out waits at least
+// this long before it asks again (even with deferral.spread = 0).
+constexpr absl::Duration kMinHalfOpenWait = absl::Milliseconds(100);
 // A full table sweeps a shard for idle endpoints at most this often.
 constexpr absl::Duration kFullTableSweepInterval = absl::Seconds(1);
 
@@ -32,6 +35,47 @@ constexpr absl::Duration kFullTableSweepInterval = absl::Seconds(1);
 void CheckValid(const EngineConfig& config) {
   const absl::Status s = ValidateEngineConfig(config);
   ABSL_RAW_CHECK(s.ok(), std::string(s.message()).c_str());
+}
+
+// The offset of the first byte that is not part of a well-formed UTF-8
+// sequence (RFC 3629: no overlongs, no surrogates, <= U+10FFFF), or npos.
+// Keys travel as proto3 strings, which must be UTF-8; in-process callers
+// (the client's local fallback, the simulator) get the same answer.
+size_t InvalidUtf8At(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > s.size()) return i;
+    for (int k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return i;
+    }
+    i += len;
+  }
+  return absl::string_view::npos;
 }
 
 int64_t Nanos(absl::Time t) { return absl::ToUnixNanos(t); }
@@ -114,6 +158,7 @@ Engine::Shard& Engine::ShardFor(absl::string_view key, size_t* hash) const {
 
 void Engine::SetConfig(EngineConfig config) {
   CheckValid(config);
+  absl::MutexLock reload(&set_config_mu_);
   std::shared_ptr<const CompiledConfig> old;
   {
     absl::MutexLock l(&shards_[0].mu);
@@ -161,6 +206,10 @@ absl::Status Engine::ValidateKey(absl::string_view key) const {
           "endpoint: control character 0x", absl::Hex(c, absl::kZeroPad2),
           " at byte ", i));
     }
+  }
+  if (size_t bad = InvalidUtf8At(key); bad != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("endpoint: not valid UTF-8 at byte ", bad));
   }
   return absl::OkStatus();
 }
@@ -299,6 +348,10 @@ class EngineDecider {
     return FromNanos(cursor) + UniformDuration(rng, p.deferral.spread);
   }
 
+  static absl::Duration HalfOpenWait(const PolicyParams& p) {
+    return std::max(kMinHalfOpenWait, p.deferral.spread);
+  }
+
   static bool PastDeadline(const PolicyParams& p, absl::Time when,
                            absl::Time deadline, absl::Time first_attempt) {
     if (when > deadline) return true;
@@ -375,7 +428,7 @@ class EngineDecider {
     if (probe) {
       if (!st.breaker.ProbeSlotFree(p.breaker, now)) {
         DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
-                      DeferTo(st, p, now, now + p.deferral.spread,
+                      DeferTo(st, p, now, now + HalfOpenWait(p),
                               p.deferral.release_rate_per_second, rng),
                       in.deadline, in.first_attempt_time);
         return d;
@@ -473,7 +526,7 @@ class EngineDecider {
     if (st.breaker.state() == BreakerState::kHalfOpen &&
         !st.breaker.ProbeSlotFree(p.breaker, now)) {
       DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
-                    DeferTo(st, p, now, now + p.deferral.spread,
+                    DeferTo(st, p, now, now + HalfOpenWait(p),
                             p.deferral.release_rate_per_second, rng),
                     in.deadline, in.first_attempt_time);
       return d;
@@ -487,9 +540,7 @@ class EngineDecider {
 
     absl::Duration delay = NextBackoff(
         p.backoff, in.attempt, absl::Nanoseconds(st.previous_delay_ns), rng);
-    if (p.backoff.kind == BackoffKind::kDecorrelatedJitter) {
-      st.previous_delay_ns = absl::ToInt64Nanoseconds(delay);
-    }
+    const absl::Duration policy_delay = delay;
     Reason reason = Reason::kBackoff;
     // The fleet-wide Retry-After (this report's, or one another worker
     // reported) wins over the computed delay; the retry lands spread after
@@ -500,8 +551,12 @@ class EngineDecider {
       reason = Reason::kRetryAfter;
     }
     if (PastDeadline(p, now + delay, in.deadline, in.first_attempt_time)) {
+      // No retry, so no realised delay: the decorrelated state stays.
       GiveUp(&d, Reason::kDeadline);
       return d;
+    }
+    if (p.backoff.kind == BackoffKind::kDecorrelatedJitter) {
+      st.previous_delay_ns = absl::ToInt64Nanoseconds(policy_delay);
     }
     Proceed(&d, reason, delay);
     return d;
@@ -611,8 +666,16 @@ ListPage Engine::List(absl::string_view after, int page_size,
   const bool more = keys.size() > static_cast<size_t>(page_size);
   if (more) keys.resize(page_size);
   for (const std::string& key : keys) {
-    absl::StatusOr<EndpointSnapshot> snap = Inspect(key);
-    if (snap.ok()) page.endpoints.push_back(*std::move(snap));
+    // Not Inspect(): that validates the key against the current
+    // max_key_bytes, and an endpoint tracked before the limit was lowered
+    // must still be listed (it is counted in total_tracked).
+    size_t hash;
+    Shard& shard = ShardFor(key, &hash);
+    absl::MutexLock l(&shard.mu);
+    auto it = shard.map.find(key);
+    if (it == shard.map.end()) continue;  // evicted since the scan
+    page.endpoints.push_back(
+        EngineDecider::Snapshot(*shard.config, key, it->second, now));
   }
   if (more && !keys.empty()) page.next_after = keys.back();
   page.total_tracked = tracked_.load(std::memory_order_relaxed);

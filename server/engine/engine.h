@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
@@ -123,6 +124,9 @@ class Engine {
 
   const Clock* clock_;
   RandomSource* random_;
+  // Serialises SetConfig: two reloads interleaving their walks over the
+  // shards would leave some shards on one configuration for good.
+  absl::Mutex set_config_mu_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int> max_key_bytes_;
   std::atomic<int> max_batch_size_;
