@@ -78,15 +78,18 @@ void EvictionLoop(engine::Engine* engine, absl::Duration period,
   }
 }
 
-int Run() {
-  // Signals are taken by sigwait() on this thread only; block them before
-  // any other thread exists so every thread inherits the mask.
+// The signals staggerd handles, taken by sigwait() on the main thread.
+sigset_t HandledSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+int Run() {
+  const sigset_t signals = HandledSignals();
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   engine::EngineConfig config = config::DefaultEngineConfig();
@@ -210,6 +213,12 @@ int Run() {
 }  // namespace stagger
 
 int main(int argc, char** argv) {
+  // Block the handled signals first thing, before any library can start a
+  // thread, so every thread inherits the mask and a SIGTERM that arrives
+  // during start-up is taken by sigwait() (a clean drain), never by the
+  // default action.
+  const sigset_t signals = stagger::HandledSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   absl::SetProgramUsageMessage(
       "Stagger retry coordinator. See README.md; flags: --address, --config, "
       "--metrics_address, --drain_grace, --drain_timeout.");

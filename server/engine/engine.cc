@@ -435,11 +435,9 @@ class EngineDecider {
       }
       st.breaker.AcquireProbe();
     }
-    if (retry) {
-      st.budget.RecordRetry(p.budget, now);
-    } else {
-      st.budget.RecordFirstAttempt(p.budget, now);
-    }
+    // First attempts fund the budget; a retry spends from it only when it
+    // fails (Report), so a retry that succeeds costs nothing.
+    if (!retry) st.budget.RecordFirstAttempt(p.budget, now);
     if (probe) {
       Proceed(&d, Reason::kHalfOpenProbe, absl::ZeroDuration());
     } else if (!retry) {
@@ -455,11 +453,12 @@ class EngineDecider {
                           absl::BitGenRef rng, absl::Time deadline,
                           absl::Time first_attempt, Decision* d) {
     // The budget frees up as the window slides: come back no sooner than
-    // one slot from now, released at the pace the budget allows.
+    // one slot from now, at the endpoint's release pace. Coming back is only
+    // an Admit, and the budget admits then what it allows; booking the
+    // returns at the budget's own rate (10/s by default) would schedule a
+    // parked herd of thousands past any deadline.
     const absl::Duration slot = p.budget.window / RetryBudget::kSlots;
-    const double rate =
-        std::min(p.deferral.release_rate_per_second,
-                 st.budget.AllowedRetriesPerSecond(p.budget, now));
+    const double rate = p.deferral.release_rate_per_second;
     DeferOrGiveUp(d, p, Reason::kBudgetExhausted,
                   DeferTo(st, p, now, now + slot, rate, rng), deadline,
                   first_attempt);
@@ -503,6 +502,8 @@ class EngineDecider {
       st.retry_after_until_ns =
           std::max(st.retry_after_until_ns, Nanos(now + ra));
     }
+    // A failed retry is what the budget bounds: it spends now.
+    if (in.attempt > 1) st.budget.RecordRetry(p.budget, now);
     // A 429 with Retry-After is the endpoint pacing us, not failing: it
     // does not feed the breaker. Without Retry-After it counts.
     const bool paced =

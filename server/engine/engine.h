@@ -5,9 +5,12 @@
 // (DESIGN.md) for a failure report is: validate -> not retryable -> attempt
 // limit -> breaker -> retry budget (an empty budget answers at once, before
 // any delay is computed) -> policy delay -> Retry-After -> deadline/horizon.
-// Retries withdraw from the budget when admitted (Admit with attempt > 1);
-// a failure report only checks the balance, so every retry actually sent
-// withdraws exactly once whether it was told PROCEED or DEFER first.
+// First attempts fund the retry budget when admitted; a retry spends from it
+// when its failure is reported (Report with attempt > 1), and Admit and the
+// failure report only check the balance. So every failed retry spends
+// exactly once, and a retry that succeeds costs nothing: after an outage,
+// the backlog the breaker parked is not throttled by a budget that no new
+// first attempts refill (measured with bench/sim; see README).
 //
 // State per endpoint is shared by every caller (the fleet) and soft: losing
 // it loses only backoff history. The table is sharded by key hash, one

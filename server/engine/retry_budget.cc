@@ -53,14 +53,4 @@ double RetryBudget::Remaining(const BudgetParams& p, absl::Time now) {
   return std::max<int64_t>(0, left) / static_cast<double>(kUnit);
 }
 
-double RetryBudget::AllowedRetriesPerSecond(const BudgetParams& p,
-                                            absl::Time now) {
-  Advance(p, now);
-  const double allowed =
-      AllowedUnits(p, window_.Sum()) / static_cast<double>(kUnit);
-  const double seconds = absl::ToDoubleSeconds(p.window);
-  // At least one retry per window, so a deferral always has a finite pace.
-  return std::max(allowed, 1.0) / seconds;
-}
-
 }  // namespace stagger::engine

@@ -25,13 +25,10 @@ class RetryBudget {
   void RecordFirstAttempt(const BudgetParams& p, absl::Time now);
   // True if one more retry fits in the budget now (does not withdraw).
   bool CanRetry(const BudgetParams& p, absl::Time now);
-  // A retry was sent. Call after CanRetry() said yes.
+  // A retry failed (the engine spends on failed retries only).
   void RecordRetry(const BudgetParams& p, absl::Time now);
   // Retries still allowed now, in retries (fractional).
   double Remaining(const BudgetParams& p, absl::Time now);
-  // Retries the budget allows per second at the current first-attempt
-  // rate: the rate at which deferred retries can be let back. > 0.
-  double AllowedRetriesPerSecond(const BudgetParams& p, absl::Time now);
   // Forgets the window (after a configuration change of its width).
   void Reset() { window_.Reset(); }
 

@@ -6,6 +6,11 @@ namespace stagger::service {
 
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  // gRPC binds with SO_REUSEPORT by default: a second staggerd on the same
+  // port would then start "successfully" and take half of the connections,
+  // each process holding half of the fleet's endpoint state. A busy port
+  // must be a start-up failure instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);

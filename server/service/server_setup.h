@@ -12,8 +12,9 @@ namespace stagger::service {
 // max_batch_size (100000 items) of typical keys fits.
 inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
 
-// Message size limits and keepalive policy (clients may ping every 10 s,
-// also between calls: workers keep long-lived channels to the coordinator).
+// Message size limits, keepalive policy (clients may ping every 10 s, also
+// between calls: workers keep long-lived channels to the coordinator), and
+// no SO_REUSEPORT (a busy port is a start-up failure).
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 
 }  // namespace stagger::service

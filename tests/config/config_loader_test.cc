@@ -171,8 +171,8 @@ TEST(DefaultsTest, EqualTheDocumentedValues) {
   EXPECT_EQ(p.breaker.failure_ratio, 0.5);
   EXPECT_EQ(p.breaker.min_throughput, 20);
   EXPECT_EQ(p.breaker.window, absl::Seconds(10));
-  EXPECT_EQ(p.breaker.open_base, absl::Seconds(5));
-  EXPECT_EQ(p.breaker.open_max, absl::Seconds(60));
+  EXPECT_EQ(p.breaker.open_base, absl::Seconds(1));
+  EXPECT_EQ(p.breaker.open_max, absl::Seconds(4));
   EXPECT_EQ(p.breaker.half_open_probes, 5);
   EXPECT_EQ(p.breaker.close_after_successes, 3);
   EXPECT_EQ(p.breaker.probe_timeout, absl::Seconds(10));

@@ -200,18 +200,6 @@ TEST(RetryBudgetTest, WindowStillSlidesAfterItsWidthShrinks) {
   EXPECT_DOUBLE_EQ(b.Remaining(narrow, kStart + absl::Seconds(11)), 0.0);
 }
 
-TEST(RetryBudgetTest, AllowedRetriesPerSecond) {
-  RetryBudget b;
-  // Defaults, no first attempts: floor 100 per 10s window = 10/s.
-  EXPECT_DOUBLE_EQ(b.AllowedRetriesPerSecond(Defaults(), kStart), 10.0);
-  // 1000 first attempts: 200 per 10s = 20/s.
-  for (int i = 0; i < 1000; ++i) b.RecordFirstAttempt(Defaults(), kStart);
-  EXPECT_DOUBLE_EQ(b.AllowedRetriesPerSecond(Defaults(), kStart), 20.0);
-  // No floor and no attempts: still one per window, so a pace exists.
-  RetryBudget empty;
-  EXPECT_DOUBLE_EQ(empty.AllowedRetriesPerSecond(NoFloor(), kStart), 0.1);
-}
-
 TEST(RetryBudgetTest, CanRetryDoesNotWithdraw) {
   const BudgetParams p = NoFloor(0.2);
   RetryBudget b;

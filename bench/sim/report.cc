@@ -1,0 +1,315 @@
+#include "bench/sim/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace stagger::sim {
+namespace {
+
+// 12345.6 -> "12,346".
+std::string Thousands(double v) {
+  const int64_t n = std::llround(v);
+  std::string digits = absl::StrCat(n < 0 ? -n : n);
+  std::string out;
+  const int len = static_cast<int>(digits.size());
+  for (int i = 0; i < len; ++i) {
+    if (i > 0 && (len - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string Seconds(absl::Duration d) {
+  return absl::FormatDuration(d);
+}
+
+std::string GiveUpReasons(const PolicyResult& r) {
+  std::vector<std::string> parts;
+  for (int i = 1; i <= engine::kMaxReason; ++i) {
+    if (r.given_up_by_reason[i] == 0) continue;
+    parts.push_back(absl::StrCat(
+        engine::ReasonName(static_cast<engine::Reason>(i)), " ",
+        Thousands(static_cast<double>(r.given_up_by_reason[i]))));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Okabe-Ito (colour-blind safe), one per policy in kAllPolicies order.
+const char* Colour(Policy p) {
+  switch (p) {
+    case Policy::kNoBackoff: return "#D55E00";
+    case Policy::kExponential: return "#E69F00";
+    case Policy::kEqualJitter: return "#CC79A7";
+    case Policy::kFullJitter: return "#56B4E9";
+    case Policy::kDecorrelatedJitter: return "#009E73";
+    case Policy::kFullJitterBudget: return "#0072B2";
+    case Policy::kCoordinated: return "#000000";
+  }
+  return "#888888";
+}
+
+std::string Escape(absl::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatCsv(const std::vector<PolicyResult>& results) {
+  std::string out = absl::StrCat(kCsvHeader, "\n");
+  for (const PolicyResult& r : results) {
+    absl::StrAppend(
+        &out, PolicyKey(r.policy), ",", std::llround(r.peak_rps_outage), ",",
+        std::llround(r.peak_rps_recovery), ",",
+        r.time_to_99_s ? absl::StrFormat("%.1f", *r.time_to_99_s)
+                       : std::string("inf"),
+        ",", r.wasted_attempts, ",", r.delivered, ",", r.given_up, "\n");
+  }
+  return out;
+}
+
+std::string FormatMarkdown(const Scenario& s,
+                           const std::vector<PolicyResult>& results) {
+  std::string out = absl::StrCat(
+      "| Policy | Peak attempts/s during outage | Peak attempts/s in the first ",
+      Seconds(s.recovery_window),
+      " after recovery | Time from recovery to 99% delivered | "
+      "Wasted attempts | Delivered | Given up |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const PolicyResult& r : results) {
+    absl::StrAppend(
+        &out, "| ", PolicyTitle(r.policy), " | ", Thousands(r.peak_rps_outage),
+        " | ", Thousands(r.peak_rps_recovery), " | ",
+        r.time_to_99_s ? absl::StrFormat("%.1f s", *r.time_to_99_s)
+                       : std::string("never"),
+        " | ", Thousands(static_cast<double>(r.wasted_attempts)), " | ",
+        Thousands(static_cast<double>(r.delivered)), " | ",
+        Thousands(static_cast<double>(r.given_up)), " |\n");
+  }
+  absl::StrAppend(
+      &out, "\n", Thousands(s.subscriptions),
+      " deliveries created at t=0; one endpoint down for ", Seconds(s.outage),
+      ", then instantly healthy (capacity ",
+      s.capacity_per_second > 0
+          ? absl::StrCat(Thousands(s.capacity_per_second), "/s")
+          : std::string("unlimited"),
+      "); base ", Seconds(s.base), ", cap ", Seconds(s.cap), ", at most ",
+      s.max_attempts, " attempts, usefulness horizon ",
+      s.horizon > absl::ZeroDuration() ? Seconds(s.horizon)
+                                       : std::string("none"),
+      "; every answer takes ", Seconds(s.response_time), "; ", s.workers,
+      " worker processes (one retry budget each in the budget row); seed ",
+      s.seed, ". Rates are attempts per ", Seconds(s.bucket),
+      " bucket. The outage peak is taken after the ", Seconds(OpeningWave(s)),
+      " opening wave, in which every row sends its first attempts and the "
+      "retries whose intervals are shorter than a bucket (opening-wave "
+      "peaks:");
+  for (size_t i = 0; i < results.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? " " : ", ", PolicyKey(results[i].policy),
+                    " ", Thousands(results[i].peak_rps_opening));
+  }
+  int64_t firsts = 0;
+  for (const PolicyResult& r : results) {
+    firsts = std::max(firsts, r.failed_first_attempts);
+  }
+  absl::StrAppend(
+      &out,
+      "). Wasted = retries sent while the endpoint could not answer them; "
+      "on top of those, every row sends up to ",
+      Thousands(static_cast<double>(firsts)),
+      " first attempts into the outage before any answer can come back.\n");
+  for (const PolicyResult& r : results) {
+    if (r.given_up == 0 && r.unfinished == 0) continue;
+    absl::StrAppend(&out, "\n- ", PolicyTitle(r.policy), " gave up: ",
+                    GiveUpReasons(r));
+    if (r.unfinished > 0) {
+      absl::StrAppend(&out, "; still pending at the ",
+                      Seconds(s.max_virtual_time), " stop: ",
+                      Thousands(static_cast<double>(r.unfinished)));
+    }
+  }
+  if (std::any_of(results.begin(), results.end(), [](const PolicyResult& r) {
+        return r.given_up > 0 || r.unfinished > 0;
+      })) {
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+std::string RenderSvg(const Scenario& s,
+                      const std::vector<PolicyResult>& results) {
+  constexpr double kW = 1000, kH = 560;
+  constexpr double kLeft = 80, kRight = 280, kTop = 56, kBottom = 64;
+  const double plot_w = kW - kLeft - kRight;
+  const double plot_h = kH - kTop - kBottom;
+  const double bucket_s = absl::ToDoubleSeconds(s.bucket);
+  const double per_s = 1.0 / bucket_s;
+
+  // x: 0 .. the last bucket with an attempt, rounded up to 10 s.
+  size_t buckets = 0;
+  double max_rps = 1;
+  for (const PolicyResult& r : results) {
+    buckets = std::max(buckets, r.attempts_per_bucket.size());
+    for (int64_t c : r.attempts_per_bucket) max_rps = std::max(max_rps, c * per_s);
+  }
+  const double outage_s = absl::ToDoubleSeconds(s.outage);
+  double x_max = std::max(outage_s + 10, buckets * bucket_s);
+  const double x_step = x_max > 200 ? 50 : (x_max > 80 ? 20 : 10);
+  x_max = std::ceil(x_max / x_step) * x_step;
+  // y: log10, from 1/s to the next power of ten above the peak.
+  const int decades = std::max(1, static_cast<int>(std::ceil(std::log10(max_rps))));
+  auto X = [&](double t) { return kLeft + plot_w * t / x_max; };
+  auto Y = [&](double rps) {
+    const double v = std::log10(std::max(1.0, rps));
+    return kTop + plot_h * (1.0 - v / decades);
+  };
+
+  std::string o;
+  absl::StrAppendFormat(
+      &o,
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+      "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\">\n",
+      static_cast<int>(kW), static_cast<int>(kH), static_cast<int>(kW),
+      static_cast<int>(kH));
+  absl::StrAppendFormat(&o, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+                        static_cast<int>(kW), static_cast<int>(kH));
+  absl::StrAppend(
+      &o, "<text x=\"", kLeft, "\" y=\"24\" font-size=\"17\" font-weight=\"bold\">",
+      "Attempts per second against one endpoint</text>\n");
+  absl::StrAppend(
+      &o, "<text x=\"", kLeft, "\" y=\"43\" font-size=\"12\" fill=\"#444\">",
+      Escape(absl::StrCat(
+          Thousands(s.subscriptions), " deliveries at t=0; endpoint down for ",
+          Seconds(s.outage), ", then healthy; base ", Seconds(s.base), ", cap ",
+          Seconds(s.cap), "; seed ", s.seed)),
+      "</text>\n");
+  // Outage shading and the recovery line.
+  absl::StrAppendFormat(
+      &o,
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+      "fill=\"#f4cccc\" fill-opacity=\"0.6\"/>\n",
+      X(0), kTop, X(std::min(outage_s, x_max)) - X(0), plot_h);
+  absl::StrAppendFormat(
+      &o,
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#a33\" "
+      "text-anchor=\"middle\">endpoint down (outage)</text>\n",
+      (X(0) + X(std::min(outage_s, x_max))) / 2, kTop + 16);
+  absl::StrAppendFormat(
+      &o,
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#a33\" "
+      "stroke-dasharray=\"4 3\"/>\n"
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#a33\">"
+      "recovery</text>\n",
+      X(outage_s), kTop, X(outage_s), kTop + plot_h, X(outage_s) + 4,
+      kTop + plot_h - 8);
+  // Grid and ticks.
+  for (int d = 0; d <= decades; ++d) {
+    const double y = Y(std::pow(10.0, d));
+    absl::StrAppendFormat(
+        &o,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"end\">%s</text>\n",
+        kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4,
+        d == 0 ? "\xE2\x89\xA4" "1" : Thousands(std::pow(10.0, d)));
+  }
+  for (double t = 0; t <= x_max + 1e-9; t += x_step) {
+    absl::StrAppendFormat(
+        &o,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n"
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%d</text>\n",
+        X(t), kTop, X(t), kTop + plot_h, X(t), kTop + plot_h + 18,
+        static_cast<int>(t));
+  }
+  absl::StrAppendFormat(
+      &o,
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+      "stroke=\"#333\"/>\n",
+      kLeft, kTop, plot_w, plot_h);
+  absl::StrAppendFormat(
+      &o,
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">"
+      "time since the outage began (s)</text>\n",
+      kLeft + plot_w / 2, kH - 20);
+  absl::StrAppendFormat(
+      &o,
+      "<text transform=\"translate(22 %.1f) rotate(-90)\" font-size=\"13\" "
+      "text-anchor=\"middle\">attempts per second (log scale, %s buckets)"
+      "</text>\n",
+      kTop + plot_h / 2, Seconds(s.bucket));
+  // One line per policy: a step per bucket.
+  for (const PolicyResult& r : results) {
+    std::string pts;
+    for (size_t b = 0; b < r.attempts_per_bucket.size(); ++b) {
+      const double y = Y(r.attempts_per_bucket[b] * per_s);
+      absl::StrAppendFormat(&pts, "%.1f,%.1f %.1f,%.1f ", X(b * bucket_s), y,
+                            X((b + 1) * bucket_s), y);
+    }
+    // Back to the floor after the last attempt.
+    const double end = r.attempts_per_bucket.size() * bucket_s;
+    absl::StrAppendFormat(&pts, "%.1f,%.1f", X(end), Y(0));
+    const bool ours = r.policy == Policy::kCoordinated;
+    absl::StrAppendFormat(
+        &o,
+        "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" "
+        "stroke-linejoin=\"round\" points=\"%s\"><title>%s</title></polyline>\n",
+        Colour(r.policy), ours ? "2.6" : "1.5", pts,
+        Escape(PolicyTitle(r.policy)));
+  }
+  // Legend, with each row's headline numbers so the plot stands alone.
+  const double lx = kLeft + plot_w + 16;
+  double ly = kTop + 6;
+  absl::StrAppendFormat(&o,
+                        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" "
+                        "font-weight=\"bold\">policy</text>\n",
+                        lx, ly);
+  ly += 20;
+  for (const PolicyResult& r : results) {
+    const std::string numbers = absl::StrCat(
+        "wasted ", Thousands(static_cast<double>(r.wasted_attempts)),
+        "; 99% delivered ",
+        r.time_to_99_s ? absl::StrFormat("at +%.1f s", *r.time_to_99_s)
+                       : std::string("never"));
+    absl::StrAppendFormat(
+        &o,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+        "stroke-width=\"3\"/>\n"
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n"
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">%s</text>\n",
+        lx, ly - 4, lx + 22, ly - 4, Colour(r.policy), lx + 28, ly,
+        Escape(PolicyTitle(r.policy)), lx + 28, ly + 13, Escape(numbers));
+    if (r.given_up > 0) {
+      absl::StrAppendFormat(
+          &o,
+          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">"
+          "gave up %s</text>\n",
+          lx + 28, ly + 25, Thousands(static_cast<double>(r.given_up)));
+    }
+    ly += r.given_up > 0 ? 50 : 38;
+  }
+  absl::StrAppendFormat(
+      &o,
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">"
+      "wasted: retries sent while it was down</text>\n"
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">"
+      "+t: t seconds after recovery</text>\n",
+      lx, ly, lx, ly + 13);
+  absl::StrAppend(&o, "</svg>\n");
+  return o;
+}
+
+}  // namespace stagger::sim

@@ -1,0 +1,38 @@
+// stagger-sim's output: the results table as Markdown or CSV, and the
+// attempts-per-second plot as a self-contained SVG (no scripts, no external
+// fonts or styles), readable without the table.
+//
+// Contract: pure functions of their inputs (deterministic text). Numbers are
+// rounded for reading: rates to whole attempts/s, times to 0.1 s. A time to
+// 99% that never came is "never" in Markdown and "inf" in CSV (so a CSV
+// reader parsing floats gets infinity).
+#ifndef STAGGER_BENCH_SIM_REPORT_H_
+#define STAGGER_BENCH_SIM_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "bench/sim/sim.h"
+
+namespace stagger::sim {
+
+// Exactly this header line, then one line per result, in order.
+inline constexpr char kCsvHeader[] =
+    "policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,wasted_attempts,"
+    "delivered,given_up";
+
+std::string FormatCsv(const std::vector<PolicyResult>& results);
+
+// A Markdown table (same columns as the CSV, with titles), then a short
+// legend: the scenario and, for each row that gave up, why.
+std::string FormatMarkdown(const Scenario& s,
+                           const std::vector<PolicyResult>& results);
+
+// Attempts/s over virtual time, one line per result, the outage shaded,
+// log-scaled y axis (the rows span four orders of magnitude).
+std::string RenderSvg(const Scenario& s,
+                      const std::vector<PolicyResult>& results);
+
+}  // namespace stagger::sim
+
+#endif  // STAGGER_BENCH_SIM_REPORT_H_

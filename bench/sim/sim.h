@@ -1,0 +1,217 @@
+// stagger-sim's core: a discrete-event simulation of a fleet of delivery
+// workers retrying against one endpoint that is down for a while and then
+// recovers (seed 000's benchmark), on a virtual clock.
+//
+// Contract:
+//  - No real time passes: events sit in a priority queue ordered by
+//    (virtual time, insertion order) and the clock is set to each event's
+//    time before it is handled. The clock never goes back (counted in
+//    PolicyResult::clock_regressions, which is 0 unless this file is wrong).
+//  - Deterministic: the same Scenario (including `seed`) gives bit-for-bit
+//    the same PolicyResult. Every policy draws from its own generator,
+//    seeded from (seed, policy), so adding a policy to a run does not change
+//    the others' numbers.
+//  - Independent policies (every Policy but kCoordinated) are the seed's
+//    clients: each delivery keeps its own backoff state and computes delays
+//    with engine::NextBackoff (the engine's policy code), honours its own
+//    Retry-After (above the delay, clamped to the cap), and gives up at the
+//    attempt limit or the horizon. kFullJitterBudget adds one
+//    engine::RetryBudget per worker process (Scenario::workers processes,
+//    deliveries assigned round-robin), asked when a retry is due: a refused
+//    retry is skipped (not sent, not counted against the attempt limit) and
+//    the delivery waits for its next backoff slot.
+//  - kCoordinated drives one engine::Engine exactly as workers would through
+//    the client's RetryLoop: Admit before every attempt, Report after it; a
+//    PROCEED delay is waited before sending, a DEFER parks the delivery and
+//    Admits the same attempt again at defer_until, a GIVE_UP dead-letters it.
+//  - Nothing is lost: at the end every delivery is delivered or given up
+//    with an engine::Reason (unfinished counts the ones still pending when
+//    the max_virtual_time guard stopped the run; 0 in any sane scenario).
+//
+// Units: durations are absl::Duration; rates are attempts per second of
+// virtual time; times in results are seconds since the outage began (t=0,
+// when every delivery is created).
+// Not thread-safe; one simulation per thread.
+#ifndef STAGGER_BENCH_SIM_SIM_H_
+#define STAGGER_BENCH_SIM_SIM_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/engine/decision.h"
+#include "server/engine/engine_config.h"
+
+namespace stagger::sim {
+
+// One row of the table: how the fleet decides its retries.
+enum class Policy : uint8_t {
+  kNoBackoff = 0,         // retry as soon as the failure arrives
+  kExponential = 1,       // base * 2^(n-1), capped, no jitter
+  kEqualJitter = 2,       // v/2 + uniform(0, v/2)
+  kFullJitter = 3,        // uniform(0, v)
+  kDecorrelatedJitter = 4,  // min(cap, uniform(base, 3 * prev)), per client
+  kFullJitterBudget = 5,  // full jitter + a retry budget per worker process
+  kCoordinated = 6,       // every decision from one shared Stagger engine
+};
+inline constexpr int kNumPolicies = 7;
+inline constexpr std::array<Policy, kNumPolicies> kAllPolicies = {
+    Policy::kNoBackoff,          Policy::kExponential,
+    Policy::kEqualJitter,        Policy::kFullJitter,
+    Policy::kDecorrelatedJitter, Policy::kFullJitterBudget,
+    Policy::kCoordinated};
+
+// "no_backoff", "exponential", "equal_jitter", "full_jitter",
+// "decorrelated_jitter", "full_jitter_budget", "coordinated" (CSV, flags).
+const char* PolicyKey(Policy p);
+// "No backoff (immediate retry)", ... (the Markdown table, the plot legend).
+const char* PolicyTitle(Policy p);
+std::optional<Policy> PolicyFromKey(absl::string_view key);
+
+// The coordinated row's engine policy for the default scenario: the
+// engine's embedded defaults except
+//   breaker.open_base 1s, breaker.open_max 4s: a fleet-wide probe round
+//     costs half_open_probes (5) attempts in all, so probing every few
+//     seconds is cheap, and it bounds how long a recovery goes unnoticed;
+//   deferral.release_rate_per_second 700: the operator's catch-up rate for
+//     this endpoint, below full jitter's natural recovery peak (~850/s
+//     here), so the comparison is at equal or lower load.
+engine::PolicyParams DefaultCoordinatedPolicy();
+
+// The experiment. Defaults are seed 000's scenario as this simulator
+// interprets it (README.md, "Outage simulator"): 10,000 deliveries created
+// at t=0, one endpoint down in [0, outage), then instantly healthy. The
+// seed's "four attempts" cannot outlast a 20 s outage at base 200 ms (they
+// end within ~3 s), so deliveries are bounded by a usefulness horizon
+// (120 s) and a generous attempt limit (50) instead: enough for every
+// backoff policy to reach the recovery, not for immediate retries (50
+// attempts x 250 ms = 12.5 s), which the seed also has never delivering.
+struct Scenario {
+  int subscriptions = 10000;                   // deliveries, 1..10,000,000
+  absl::Duration outage = absl::Seconds(20);   // endpoint down in [0, outage)
+  absl::Duration base = absl::Milliseconds(200);  // backoff base
+  absl::Duration cap = absl::Seconds(30);         // backoff cap
+  // Attempts per delivery, counting the first (1..100, the engine's range).
+  int max_attempts = 50;
+  // Usefulness horizon: a retry (or a deferral) that would land later than
+  // this after the delivery was created gives up with DEADLINE. 0 = none.
+  absl::Duration horizon = absl::Seconds(120);
+  // Time from sending an attempt to its answer, success or failure. 250 ms:
+  // the seed's no-backoff row (41,000 attempts/s from 10,000 clients)
+  // implies ~245 ms per failed attempt.
+  absl::Duration response_time = absl::Milliseconds(250);
+  // After recovery the endpoint answers at most this many attempts per
+  // second (a token bucket holding 100 ms worth); attempts above it fail
+  // like an overloaded server's 503. 0 = unlimited.
+  double capacity_per_second = 0;
+  // First attempts are sent uniformly within [0, initial_jitter) of
+  // creation (every policy; the coordinated engine draws it itself).
+  absl::Duration initial_jitter = absl::Milliseconds(50);
+  // If > 0, the down endpoint answers 503 with this Retry-After (outcome
+  // RATE_LIMITED) instead of a plain connection failure.
+  absl::Duration outage_retry_after = absl::ZeroDuration();
+  // Worker processes; kFullJitterBudget keeps one retry budget per process.
+  int workers = 10;
+  // What kFullJitterBudget's per-process budgets count as spending. Both
+  // check the budget before the backoff sleep and again before sending.
+  enum class BudgetAccounting : uint8_t {
+    kEveryRetry,     // a retry spends when sent (Finagle's; the default)
+    kFailedRetries,  // a retry spends when its failure comes back
+  };
+  BudgetAccounting budget_accounting = BudgetAccounting::kEveryRetry;
+  // Rate measurement: attempts are counted in buckets of this width.
+  absl::Duration bucket = absl::Seconds(1);
+  // "Peak at recovery" is the highest bucket in [outage, outage + this).
+  absl::Duration recovery_window = absl::Seconds(10);
+  // "Peak during the outage" is the highest bucket in [opening_wave,
+  // outage). The opening wave is every delivery's first attempt plus the
+  // retries whose intervals are still shorter than a bucket; at that
+  // resolution a synchronised herd and a dispersed crowd look alike, so its
+  // peak is reported separately (PolicyResult::peak_rps_opening).
+  // nullopt: OpeningWave(*this).
+  std::optional<absl::Duration> opening_wave;
+  // Safety stop: a run that has not settled by this virtual time ends, and
+  // what is still pending is reported as unfinished.
+  absl::Duration max_virtual_time = absl::Hours(2);
+  uint64_t seed = 1;
+
+  // The coordinated row's engine policy, and the retry budget parameters
+  // of kFullJitterBudget. backoff.{base, cap, max_attempts, horizon,
+  // initial_jitter} are overwritten from the fields above.
+  engine::PolicyParams engine_policy = DefaultCoordinatedPolicy();
+};
+
+// OK, or every range error (one per line, each naming the field).
+absl::Status ValidateScenario(const Scenario& s);
+
+// The opening wave's length: s.opening_wave if set, else the time plain
+// exponential backoff takes to send and hear back from every retry whose
+// interval is shorter than s.bucket, rounded up to a whole bucket (3 s for
+// the defaults: retries 0.2, 0.4 and 0.8 s apart, 250 ms answers).
+absl::Duration OpeningWave(const Scenario& s);
+
+// The engine configuration the coordinated row runs with.
+engine::EngineConfig CoordinatedConfig(const Scenario& s);
+
+// What happened to one delivery, for tests and tracing.
+struct TraceEvent {
+  enum class Kind : uint8_t { kAttempt, kDelivered, kGaveUp };
+  Kind kind = Kind::kAttempt;
+  int64_t time_ns = 0;  // virtual, since t=0
+  int delivery = 0;     // 0..subscriptions-1
+  int attempt = 0;      // kAttempt: 1, 2, ...
+  bool failed = false;  // kAttempt: the endpoint was down or overloaded
+  engine::Reason reason = engine::Reason::kSucceeded;  // kGaveUp
+};
+using TraceFn = std::function<void(const TraceEvent&)>;
+
+struct PolicyResult {
+  Policy policy = Policy::kNoBackoff;
+  // The table's columns.
+  double peak_rps_outage = 0;    // highest bucket in [opening, outage), /s
+  double peak_rps_recovery = 0;  // highest bucket in the recovery window, /s
+  std::optional<double> time_to_99_s;  // recovery -> 99% delivered; none: never
+  int64_t wasted_attempts = 0;  // retries (attempt >= 2) that failed
+  int64_t delivered = 0;
+  int64_t given_up = 0;
+
+  double peak_rps_opening = 0;   // highest bucket in [0, opening wave), /s
+
+  // Accounting behind them.
+  int64_t attempts = 0;              // every attempt sent, each counted once
+  int64_t first_attempts = 0;        // attempt 1
+  int64_t failed_first_attempts = 0;  // attempt 1 that failed
+  int64_t unfinished = 0;            // pending at max_virtual_time
+  std::array<int64_t, engine::kMaxReason + 1> given_up_by_reason{};
+  std::vector<int64_t> attempts_per_bucket;  // [i]: in [i*bucket, (i+1)*bucket)
+  // Coordinated only: engine calls and what they answered.
+  int64_t admits = 0;
+  int64_t reports = 0;
+  int64_t deferrals = 0;
+  std::array<int64_t, engine::kMaxReason + 1> deferred_by_reason{};
+  // Sanity: events handled, and times the clock would have gone back.
+  int64_t events = 0;
+  int64_t clock_regressions = 0;
+  double settled_s = 0;  // virtual time of the last event
+};
+
+// Runs one policy. `trace`, if set, sees every attempt, delivery and give-up
+// in virtual-time order. Errors: an invalid scenario, or the engine
+// refusing an input the simulator built (a bug; the message says which).
+absl::StatusOr<PolicyResult> Simulate(const Scenario& s, Policy p,
+                                      const TraceFn& trace = nullptr);
+
+// Runs `policies` in order (each independently seeded).
+absl::StatusOr<std::vector<PolicyResult>> SimulateAll(
+    const Scenario& s, const std::vector<Policy>& policies);
+
+}  // namespace stagger::sim
+
+#endif  // STAGGER_BENCH_SIM_SIM_H_
