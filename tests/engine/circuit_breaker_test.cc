@@ -17,6 +17,14 @@ namespace {
 
 const absl::Time kStart = absl::FromUnixSeconds(1767225600);
 
+// Open durations the tests below measure, set explicitly so that they do
+// not follow the defaults (1s / 4s): 5s doubling up to 60s.
+BreakerParams WithOpenDurations(BreakerParams p) {
+  p.open_base = absl::Seconds(5);
+  p.open_max = absl::Seconds(60);
+  return p;
+}
+
 // Trips on consecutive failures only (the ratio can never trigger).
 BreakerParams ByCount(int n) {
   BreakerParams p;
@@ -67,7 +75,7 @@ TEST(CircuitBreakerTest, StartsClosed) {
 }
 
 TEST(CircuitBreakerTest, TripsOnConsecutiveFailures) {
-  const BreakerParams p = ByCount(20);
+  const BreakerParams p = WithOpenDurations(ByCount(20));
   SeededRandom random(1);
   CircuitBreaker b;
   // failures=1..19: below the threshold of 20.
@@ -272,7 +280,7 @@ TEST(CircuitBreakerTest, AProbeIsNeverFreedBeforeItsTimeout) {
 }
 
 TEST(CircuitBreakerTest, ProbeSuccessesCloseTheBreaker) {
-  BreakerParams p = ByCount(3);
+  BreakerParams p = WithOpenDurations(ByCount(3));
   p.half_open_probes = 5;
   p.close_after_successes = 3;
   SeededRandom random(10);
@@ -300,16 +308,16 @@ TEST(CircuitBreakerTest, ProbeSuccessesCloseTheBreaker) {
   EXPECT_EQ(b.trips(), 0);
   EXPECT_EQ(b.consecutive_failures(), 0);
   EXPECT_EQ(b.probes_in_flight(), 0);
-  // The next trip opens for open_base again, not a grown duration.
+  // The next trip opens for open_base again (5s +-20%), not a grown
+  // duration (a second trip would be 10s +-20%, at least 8s).
   TripNow(b, p, t, random);
   EXPECT_EQ(b.trips(), 1);
+  EXPECT_GE(b.open_until(), t + absl::Seconds(4));
   EXPECT_LE(b.open_until(), t + absl::Seconds(6));
 }
 
 TEST(CircuitBreakerTest, ProbeFailureReopensForLonger) {
-  BreakerParams p = ByCount(3);
-  p.open_base = absl::Seconds(5);
-  p.open_max = absl::Seconds(60);
+  const BreakerParams p = WithOpenDurations(ByCount(3));
   SeededRandom random(11);
   CircuitBreaker b;
   TripNow(b, p, kStart, random);
@@ -337,7 +345,7 @@ TEST(CircuitBreakerTest, ProbeFailureReopensForLonger) {
 TEST(CircuitBreakerTest, OpenDurationIsJitteredBothWays) {
   // 500 breakers with different seeds, tripped at the same instant: their
   // open durations must fill [4s, 6s] (+-20% of 5s), not coincide.
-  const BreakerParams p = ByCount(1);
+  const BreakerParams p = WithOpenDurations(ByCount(1));
   double lo = 1e9, hi = 0, sum = 0;
   for (int seed = 0; seed < 500; ++seed) {
     SeededRandom random(seed);
@@ -353,6 +361,34 @@ TEST(CircuitBreakerTest, OpenDurationIsJitteredBothWays) {
   EXPECT_LT(lo, 4.1);
   EXPECT_GT(hi, 5.9);
   EXPECT_NEAR(sum / 500, 5.0, 0.1);
+}
+
+TEST(CircuitBreakerTest, DefaultOpenDurationsAreShort) {
+  // The defaults (open_base 1s, open_max 4s): a probe round is cheap, so a
+  // dead endpoint is probed every few seconds and a recovery is noticed
+  // within seconds. trips=1: 1s, 2: 2s, 3..: 4s (cap), each +-20%.
+  const BreakerParams p = ByCount(1);
+  ASSERT_EQ(p.open_base, absl::Seconds(1));
+  ASSERT_EQ(p.open_max, absl::Seconds(4));
+  SeededRandom random(18);
+  CircuitBreaker b;
+  TripNow(b, p, kStart, random);
+  const double nominal[] = {1, 2, 4, 4, 4, 4};
+  absl::Time opened = kStart;
+  for (int trip = 1; trip <= 6; ++trip) {
+    SCOPED_TRACE(trip);
+    ASSERT_EQ(b.trips(), trip);
+    const double open_s = absl::ToDoubleSeconds(b.open_until() - opened);
+    EXPECT_GE(open_s, nominal[trip - 1] * 0.8);
+    EXPECT_LE(open_s, nominal[trip - 1] * 1.2);
+    // Half-open at open_until; the probe fails: open again, for longer.
+    HalfOpen(b, p);
+    opened = b.open_until();
+    ASSERT_TRUE(b.ProbeSlotFree(p, opened));
+    b.AcquireProbe();
+    ASSERT_TRUE(IsTransition(b.OnFailure(p, opened, random.Get()),
+                             BreakerState::kHalfOpen, BreakerState::kOpen));
+  }
 }
 
 TEST(CircuitBreakerTest, ManyTripsDoNotOverflowTheGrowth) {

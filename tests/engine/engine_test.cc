@@ -324,8 +324,10 @@ TEST_F(EngineTest, HalfOpenProbeTimeoutFreesSlotsForNewProbes) {
 }
 
 TEST_F(EngineTest, HalfOpenProbeFailureReopensForLonger) {
+  // 5s doubling up to 60s, set explicitly (the defaults are 1s and 4s).
   EngineConfig c = TripAfter(1);
   c.default_policy.breaker.open_base = absl::Seconds(5);
+  c.default_policy.breaker.open_max = absl::Seconds(60);
   Make(c);
   const absl::Time first_until = Trip(kEp, 1);
   const absl::Duration first_open = first_until - clock_.Now();
@@ -363,27 +365,35 @@ TEST_F(EngineTest, BudgetEmptyDefersAtOnceAndLeavesTheBackoffStateAlone) {
   c.default_policy.budget.min_retries_per_second = 0;
   Make(c);
   for (int i = 0; i < 5; ++i) Admit(kEp, 1);
-  // tokens=1: the failure report gets a delay; decorrelated state moves.
+  // retries=0 of 1 allowed: the failure of attempt 1 gets a delay (a first
+  // attempt's failure spends nothing); the decorrelated state moves.
   const Decision first = Fail(kEp, 1);
   ASSERT_EQ(first.verdict, Verdict::kProceed);
   ASSERT_EQ(first.reason, Reason::kBackoff);
   EXPECT_EQ(Inspect(kEp).previous_delay, Ns(first.delay));
-  // The retry is admitted: tokens=0.
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 1.0);
+  // The retry is admitted; admitting spends nothing: retries=0 of 1.
   ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
-  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 0.0);
-  // Another failure: budget empty -> DEFER at once (no delay), and the
-  // decorrelated state did not move.
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 1.0);
+  // The retry fails: it spends, retries=1 of 1. No room for another:
+  // DEFER at once (no delay), and the decorrelated state did not move.
   const Decision d = Fail(kEp, 2);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 0.0);
   EXPECT_EQ(d.verdict, Verdict::kDefer);
   EXPECT_EQ(d.reason, Reason::kBudgetExhausted);
   EXPECT_EQ(d.delay, absl::ZeroDuration());
   EXPECT_EQ(Inspect(kEp).previous_delay, Ns(first.delay));
   // Come back no sooner than one slot (window 10s / 5) from now.
   EXPECT_GE(d.defer_until, clock_.Now() + absl::Seconds(2));
-  // Admit of a retry agrees and does not withdraw.
+  // Admit of a retry agrees: retries=1 of 1, deferred.
   EXPECT_EQ(Admit(kEp, 3).reason, Reason::kBudgetExhausted);
-  // First attempts are never held by the budget.
-  EXPECT_EQ(Admit(kEp, 1).reason, Reason::kInitialJitter);
+  // First attempts are never held by the budget; 5 more allow 2 in all:
+  // retries=1 of 2, so the deferred Admit above spent nothing.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Admit(kEp, 1).reason, Reason::kInitialJitter);
+  }
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 1.0);
+  EXPECT_EQ(Admit(kEp, 3).reason, Reason::kAdmitted);
 }
 
 TEST_F(EngineTest, BudgetCheckedBeforeTheDelayIsDrawn) {
@@ -410,40 +420,181 @@ TEST_F(EngineTest, BudgetCheckedBeforeTheDelayIsDrawn) {
   EXPECT_EQ(da.delay, db.delay);
 }
 
-TEST_F(EngineTest, AdmitOfARetryWithdrawsTheBudgetExactlyOnce) {
-  Make(NoBreaker());
-  // Defaults: floor 100 retries per 10s window.
+TEST_F(EngineTest, AFailedRetrySpendsTheBudgetOnceASuccessfulOneNothing) {
+  EngineConfig c = NoBreaker();
+  c.default_policy.budget.ratio = 0.2;
+  c.default_policy.budget.min_retries_per_second = 10;
+  c.default_policy.budget.window = absl::Seconds(10);
+  Make(c);
+  // Floor 10/s x 10s: retries=0 of 100 allowed.
   Admit(kEp, 1);
   EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
-  // A failure report only checks the balance (twice: a duplicate report).
+  // A first attempt's failure spends nothing (twice: a duplicate report).
   Fail(kEp, 1);
   Fail(kEp, 1);
   EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
-  // The retry is admitted: tokens=99.
-  EXPECT_EQ(Admit(kEp, 2).verdict, Verdict::kProceed);
+  // Admit alone never spends, however often it is asked: retries=0 of 100.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+  }
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
+  // The retry succeeds: it cost nothing, retries=0 of 100.
+  EXPECT_EQ(Report(kEp, 2, Outcome::kSuccess).verdict, Verdict::kDone);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
+  // Another delivery's retry fails: it spends once, retries=1 of 100.
+  ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+  EXPECT_EQ(Fail(kEp, 2).reason, Reason::kBackoff);
   EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 99.0);
-  // A deferred Admit withdraws nothing: open a Retry-After window.
-  Report(kEp, 2, Outcome::kRateLimited, absl::Seconds(5));
-  EXPECT_EQ(Admit(kEp, 3).reason, Reason::kRetryAfterWindow);
-  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 99.0);
-  // After the window: tokens=98.
-  clock_.Advance(absl::Seconds(5));
-  EXPECT_EQ(Admit(kEp, 3).verdict, Verdict::kProceed);
+  // Every failure outcome of a retry spends: a timeout, retries=2 ...
+  EXPECT_EQ(Report(kEp, 3, Outcome::kTimeout).verdict, Verdict::kProceed);
   EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 98.0);
+  // ... and a 429 with Retry-After 5s (the window opens), retries=3.
+  Report(kEp, 4, Outcome::kRateLimited, absl::Seconds(5));
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 97.0);
+  // A deferred Admit spends nothing: retries=3.
+  EXPECT_EQ(Admit(kEp, 5).reason, Reason::kRetryAfterWindow);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 97.0);
+  // After the window the retry is admitted (still nothing spent) and
+  // fails: retries=4 of 100.
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(Admit(kEp, 5).reason, Reason::kAdmitted);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 97.0);
+  Fail(kEp, 5);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 96.0);
+  // A retry answered with a 4xx gives up; the endpoint answered and no
+  // retry follows, so, like a success, it spends nothing: retries=4.
+  EXPECT_EQ(Report(kEp, 2, Outcome::kNotRetryable).reason,
+            Reason::kNotRetryable);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 96.0);
 }
 
 TEST_F(EngineTest, FirstAttemptsFeedTheBudgetFleetWide) {
   EngineConfig c = NoBreaker();
   c.default_policy.budget.min_retries_per_second = 0;
   Make(c);
-  // 1000 first attempts from many workers: 200 retries allowed.
+  // 1000 first attempts from many workers: retries=0 of 200 allowed.
   for (int i = 0; i < 1000; ++i) Admit(kEp, 1);
   EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 200.0);
-  int admitted = 0;
+  // 300 workers each send a retry that fails; each failure spends one of
+  // the shared 200. The 200th failure empties it and is itself deferred.
+  int admitted = 0, budget_deferred = 0;
   for (int i = 0; i < 300; ++i) {
-    if (Admit(kEp, 2).verdict == Verdict::kProceed) ++admitted;
+    const Decision a = Admit(kEp, 2);
+    if (a.verdict != Verdict::kProceed) {
+      ASSERT_EQ(a.reason, Reason::kBudgetExhausted) << i;
+      ++budget_deferred;
+      continue;
+    }
+    ++admitted;
+    const Decision r = Fail(kEp, 2);
+    ASSERT_EQ(r.reason,
+              admitted < 200 ? Reason::kBackoff : Reason::kBudgetExhausted)
+        << i;
   }
+  // retries=200 of 200: the other 100 were deferred at Admit.
   EXPECT_EQ(admitted, 200);
+  EXPECT_EQ(budget_deferred, 100);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 0.0);
+}
+
+TEST_F(EngineTest, ParkedBacklogAfterAnOutageIsNotThrottledByTheBudget) {
+  // An outage parks a backlog behind the open breaker; while it is open no
+  // new first attempts arrive, so when it recovers the first attempts that
+  // funded the budget have slid out of the window and only the floor is
+  // left. Retries that succeed spend nothing, so the whole backlog goes
+  // through at once, far more than the floor. (Spending at Admit let 100
+  // per 10s window through and deferred the rest, window after window.)
+  EngineConfig c = TripAfter(20);
+  c.default_policy.breaker.open_base = absl::Seconds(30);  // > the window
+  c.default_policy.breaker.open_max = absl::Seconds(60);
+  c.default_policy.breaker.half_open_probes = 5;
+  c.default_policy.breaker.close_after_successes = 3;
+  c.default_policy.budget.ratio = 0.2;
+  c.default_policy.budget.min_retries_per_second = 10;
+  c.default_policy.budget.window = absl::Seconds(10);
+  Make(c);
+  constexpr int kDeliveries = 1000;
+  const absl::Time t0 = clock_.Now();
+  // t=0: 1000 first attempts (retries=0 of 200 allowed) and the endpoint
+  // is down. Their failures spend nothing; the 20th trips the breaker and
+  // every delivery ends up parked.
+  for (int i = 0; i < kDeliveries; ++i) {
+    ASSERT_EQ(Admit(kEp, 1).reason, Reason::kInitialJitter);
+  }
+  for (int i = 0; i < kDeliveries; ++i) Fail(kEp, 1);
+  EndpointSnapshot s = Inspect(kEp);
+  ASSERT_EQ(s.breaker_state, BreakerState::kOpen);
+  EXPECT_DOUBLE_EQ(s.budget_remaining, 200.0);
+  // t=open_until (24s..36s): the first attempts slid out of the 10s
+  // window: retries=0 of 100 (the floor).
+  ASSERT_GE(s.open_until - t0, absl::Seconds(10));
+  clock_.Set(s.open_until);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
+  // The endpoint is back: 3 probes succeed and close the breaker.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kHalfOpenProbe);
+  }
+  for (int i = 0; i < 3; ++i) Report(kEp, 2, Outcome::kSuccess);
+  ASSERT_EQ(Inspect(kEp).breaker_state, BreakerState::kClosed);
+  // The other 997 parked retries come back together: every one is
+  // admitted, 997 > the floor of 100 ...
+  constexpr int kBacklog = kDeliveries - 3;
+  int admitted = 0;
+  for (int i = 0; i < kBacklog; ++i) {
+    if (Admit(kEp, 2).reason == Reason::kAdmitted) ++admitted;
+  }
+  EXPECT_EQ(admitted, kBacklog);
+  EXPECT_GT(kBacklog, 100);
+  // ... and every one succeeds: still retries=0 of 100.
+  for (int i = 0; i < kBacklog; ++i) {
+    ASSERT_EQ(Report(kEp, 2, Outcome::kSuccess).verdict, Verdict::kDone);
+  }
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
+}
+
+TEST_F(EngineTest, BudgetDeferralsArePacedAtTheReleaseRate) {
+  // Budget floor 1/s (10 per 10s window): the budget's own pace is about
+  // one retry a second. Deferrals are paced at the release rate instead,
+  // 100/s: with no spread, the k-th deferral returns exactly k x 10ms after
+  // the first. Coming back is only an Admit; booking returns 1s apart
+  // would send this herd past its deadline.
+  EngineConfig c = NoBreaker();
+  c.default_policy.budget.ratio = 0.2;
+  c.default_policy.budget.min_retries_per_second = 1;
+  c.default_policy.budget.window = absl::Seconds(10);
+  c.default_policy.deferral.spread = absl::ZeroDuration();
+  c.default_policy.deferral.release_rate_per_second = 100;
+  Make(c);
+  const absl::Time now = clock_.Now();
+  // Come back no sooner than one budget slot (10s / 5) from now.
+  const absl::Time first_return = now + absl::Seconds(2);
+  // 10 retries fail: retries=1..10 of 10. The 10th empties the budget and
+  // its report is the first deferral (release slot 0).
+  for (int i = 1; i <= 10; ++i) {
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted) << i;
+    const Decision d = Fail(kEp, 2);
+    if (i < 10) {
+      ASSERT_EQ(d.reason, Reason::kBackoff) << i;
+    } else {
+      ASSERT_EQ(d.reason, Reason::kBudgetExhausted);
+      EXPECT_EQ(d.defer_until, first_return);
+    }
+  }
+  // 300 parked retries ask, each with a deadline 5s away: slots 1..300,
+  // 10ms apart, the last at +2s + 3s = the deadline. None gives up (at the
+  // budget's pace of 1/s, all but the first 3 would have).
+  const absl::Time deadline = now + absl::Seconds(5);
+  for (int k = 1; k <= 300; ++k) {
+    const Decision d = Admit(kEp, 2, deadline);
+    ASSERT_EQ(d.verdict, Verdict::kDefer) << k;
+    ASSERT_EQ(d.reason, Reason::kBudgetExhausted) << k;
+    ASSERT_EQ(d.defer_until, first_return + absl::Milliseconds(10) * k) << k;
+  }
+  // A failure report deferred for the budget joins the same queue: slot
+  // 301.
+  const Decision report = Fail(kEp, 1);
+  EXPECT_EQ(report.reason, Reason::kBudgetExhausted);
+  EXPECT_EQ(report.defer_until, first_return + absl::Milliseconds(10) * 301);
 }
 
 // ---------------------------------------------------------------------------
@@ -465,6 +616,9 @@ TEST_P(EnginePolicyTest, DelayFromThePolicy) {
   c.default_policy.backoff.base = absl::Seconds(1);
   c.default_policy.backoff.cap = absl::Seconds(100);
   c.default_policy.backoff.max_attempts = 100;
+  // Each failed retry below spends from the budget: a floor of 1e6/s
+  // (1e7 per window) keeps it out of the way of 2000 of them.
+  c.default_policy.budget.min_retries_per_second = 1e6;
   Make(c);
   double lo = 1e9, hi = 0;
   for (int i = 0; i < 2000; ++i) {
@@ -738,7 +892,12 @@ TEST_F(EngineTest, RetryPastTheHorizonGivesUp) {
 }
 
 TEST_F(EngineTest, DeferralPastTheDeadlineGivesUp) {
-  Make(TripAfter(1));
+  // Open for 5s +-20%, so a deadline 1s before the half-open instant is
+  // still ahead of now (explicit: the default open_base is 1s).
+  EngineConfig c = TripAfter(1);
+  c.default_policy.breaker.open_base = absl::Seconds(5);
+  c.default_policy.breaker.open_max = absl::Seconds(60);
+  Make(c);
   const absl::Time until = Trip(kEp, 1);
   // The breaker half-opens after this delivery's deadline: a deferral it
   // cannot use is a give-up.
@@ -1104,7 +1263,8 @@ TEST_F(EngineTest, InspectShowsTheEndpointsState) {
   EXPECT_LE(s.previous_delay, d.delay * 3);
   EXPECT_EQ(s.retry_after_until, t0 + absl::Seconds(8));
   EXPECT_EQ(s.last_seen, t0 + absl::Seconds(1));
-  EXPECT_DOUBLE_EQ(s.budget_remaining, 100.0);
+  // Floor 100; the 429 was a retry's (attempt 2) failure: it spent one.
+  EXPECT_DOUBLE_EQ(s.budget_remaining, 99.0);
   // After the window the Retry-After is not shown.
   clock_.Advance(absl::Seconds(7));
   EXPECT_EQ(Inspect(kEp).retry_after_until, absl::InfinitePast());

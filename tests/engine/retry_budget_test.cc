@@ -24,15 +24,16 @@ BudgetParams NoFloor(double ratio = 0.2) {
   return p;
 }
 
-// Sends retries while the budget allows; returns how many were sent.
+// Spends retries while the budget allows (in the engine, each is a retry
+// whose failure was reported); returns how many were spent.
 int RetryUntilEmpty(RetryBudget& b, const BudgetParams& p, absl::Time now,
                     int limit = 1000000) {
-  int sent = 0;
-  while (sent < limit && b.CanRetry(p, now)) {
+  int spent = 0;
+  while (spent < limit && b.CanRetry(p, now)) {
     b.RecordRetry(p, now);
-    ++sent;
+    ++spent;
   }
-  return sent;
+  return spent;
 }
 
 TEST(RetryBudgetTest, DefaultsGiveAFloorOfOneHundredRetriesPerWindow) {
