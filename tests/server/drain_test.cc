@@ -23,10 +23,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/rpc_helpers.h"
-#include "tests/server/staggerd_child.h"
+#include "tests/testing/staggerd_process.h"
+
+#ifndef STAGGERD_PATH
+#error "STAGGERD_PATH must name the staggerd binary (set by CMake)"
+#endif
 
 namespace stagger::server_test {
 namespace {
+
+using stagger::testing::PollUntil;
+using stagger::testing::StaggerdProcess;
 
 constexpr char kService[] = "stagger.v1.RetryCoordinator";
 constexpr absl::Duration kGrace = absl::Seconds(2);
@@ -143,12 +150,13 @@ class HealthWatch {
 };
 
 TEST(DrainTest, SigtermTurnsHealthNotServingKeepsServingThroughGraceExitsZero) {
-  auto spawned = StaggerdChild::Spawn(
+  auto spawned = StaggerdProcess::Spawn(
+      STAGGERD_PATH,
       {"--address=127.0.0.1:0", "--metrics_address=",
        absl::StrCat("--drain_grace=", absl::FormatDuration(kGrace)),
        "--drain_timeout=10s"});
   ASSERT_TRUE(spawned.ok()) << spawned.status();
-  std::unique_ptr<StaggerdChild> d = *std::move(spawned);
+  std::unique_ptr<StaggerdProcess> d = *std::move(spawned);
   ASSERT_TRUE(d->WaitUntilListening().ok()) << d->output();
   std::shared_ptr<grpc::Channel> channel = Channel(d->target());
   auto health = grpc::health::v1::Health::NewStub(channel);

@@ -14,11 +14,16 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/server/rpc_helpers.h"
-#include "tests/server/staggerd_child.h"
+#include "tests/testing/staggerd_process.h"
+
+#ifndef STAGGERD_PATH
+#error "STAGGERD_PATH must name the staggerd binary (set by CMake)"
+#endif
 
 namespace stagger::server_test {
 namespace {
 
+using stagger::testing::StaggerdProcess;
 using grpc::reflection::v1alpha::ServerReflection;
 using grpc::reflection::v1alpha::ServerReflectionRequest;
 using grpc::reflection::v1alpha::ServerReflectionResponse;
@@ -30,8 +35,8 @@ constexpr char kService[] = "stagger.v1.RetryCoordinator";
 class HealthReflectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = StaggerdChild::Spawn(
-        {"--address=127.0.0.1:0", "--metrics_address="});
+    auto c = StaggerdProcess::Spawn(
+        STAGGERD_PATH, {"--address=127.0.0.1:0", "--metrics_address="});
     ASSERT_TRUE(c.ok()) << c.status();
     staggerd_ = *std::move(c);
     absl::Status up = staggerd_->WaitUntilListening();
@@ -64,7 +69,7 @@ class HealthReflectionTest : public ::testing::Test {
     return resp;
   }
 
-  std::unique_ptr<StaggerdChild> staggerd_;
+  std::unique_ptr<StaggerdProcess> staggerd_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 

@@ -30,11 +30,21 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/server/rpc_helpers.h"
-#include "tests/server/staggerd_child.h"
+#include "tests/testing/blackbox_util.h"
+#include "tests/testing/staggerd_process.h"
+
+#ifndef STAGGERD_PATH
+#error "STAGGERD_PATH must name the staggerd binary (set by CMake)"
+#endif
 
 namespace stagger::server_test {
 namespace {
 
+using stagger::testing::PollUntil;
+using stagger::testing::ScrapeMetric;
+using stagger::testing::ScratchDir;
+using stagger::testing::StaggerdProcess;
+using stagger::testing::WriteFile;
 using ::testing::HasSubstr;
 
 constexpr char kPrefix[] = "https://hooks.reload.example/";
@@ -117,10 +127,11 @@ bool ReplaceFile(const std::string& path, const std::string& text) {
 class ReloadTest : public ::testing::Test {
  protected:
   void Start(const std::string& config_path, const std::string& poll) {
-    auto c = StaggerdChild::Spawn({"--address=127.0.0.1:0",
-                                   "--metrics_address=127.0.0.1:0",
-                                   "--config=" + config_path,
-                                   "--config_poll_interval=" + poll});
+    auto c = StaggerdProcess::Spawn(STAGGERD_PATH,
+                                    {"--address=127.0.0.1:0",
+                                     "--metrics_address=127.0.0.1:0",
+                                     "--config=" + config_path,
+                                     "--config_poll_interval=" + poll});
     ASSERT_TRUE(c.ok()) << c.status();
     d_ = *std::move(c);
     absl::Status up = d_->WaitUntilListening();
@@ -198,7 +209,7 @@ class ReloadTest : public ::testing::Test {
     EXPECT_EQ(d.reason(), v1::CIRCUIT_OPEN) << Describe(d);
   }
 
-  std::unique_ptr<StaggerdChild> d_;
+  std::unique_ptr<StaggerdProcess> d_;
   std::unique_ptr<Coordinator> stub_;
   int probes_ = 0;
 };

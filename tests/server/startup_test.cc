@@ -16,8 +16,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/rpc_helpers.h"
-#include "tests/server/staggerd_child.h"
+#include "tests/testing/blackbox_util.h"
+#include "tests/testing/staggerd_process.h"
 
+#ifndef STAGGERD_PATH
+#error "STAGGERD_PATH must name the staggerd binary (set by CMake)"
+#endif
 #ifndef SERVER_TESTDATA
 #error "SERVER_TESTDATA must name tests/server/testdata (set by CMake)"
 #endif
@@ -25,17 +29,21 @@
 namespace stagger::server_test {
 namespace {
 
+using stagger::testing::BusyPort;
+using stagger::testing::ScratchDir;
+using stagger::testing::StaggerdProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 const std::string kTestdata = SERVER_TESTDATA;
 
 // A staggerd that is expected to come up, on free loopback ports.
-std::unique_ptr<StaggerdChild> StartServing(std::vector<std::string> extra) {
+std::unique_ptr<StaggerdProcess> StartServing(std::vector<std::string> extra) {
   std::vector<std::string> args = {"--address=127.0.0.1:0",
                                    "--metrics_address=127.0.0.1:0"};
   args.insert(args.end(), extra.begin(), extra.end());
-  absl::StatusOr<std::unique_ptr<StaggerdChild>> c = StaggerdChild::Spawn(args);
+  absl::StatusOr<std::unique_ptr<StaggerdProcess>> c =
+      StaggerdProcess::Spawn(STAGGERD_PATH, args);
   EXPECT_TRUE(c.ok()) << c.status();
   if (!c.ok()) return nullptr;
   absl::Status up = (*c)->WaitUntilListening();
@@ -47,7 +55,8 @@ std::unique_ptr<StaggerdChild> StartServing(std::vector<std::string> extra) {
 // A staggerd that is expected to refuse: its exit code (or -1) once it has
 // exited; `stderr_out` gets everything it printed.
 int ExitCodeOf(std::vector<std::string> args, std::string* stderr_out) {
-  absl::StatusOr<std::unique_ptr<StaggerdChild>> c = StaggerdChild::Spawn(args);
+  absl::StatusOr<std::unique_ptr<StaggerdProcess>> c =
+      StaggerdProcess::Spawn(STAGGERD_PATH, args);
   EXPECT_TRUE(c.ok()) << c.status();
   if (!c.ok()) return -1;
   absl::StatusOr<int> code = (*c)->WaitForExit();
@@ -57,7 +66,7 @@ int ExitCodeOf(std::vector<std::string> args, std::string* stderr_out) {
 }
 
 TEST(StartupTest, NoConfigServesEmbeddedDefaults) {
-  std::unique_ptr<StaggerdChild> d = StartServing({});
+  std::unique_ptr<StaggerdProcess> d = StartServing({});
   ASSERT_NE(d, nullptr);
   EXPECT_THAT(d->output(), HasSubstr("no --config: running on embedded defaults"));
   EXPECT_GT(d->metrics_port(), 0) << "the ready line names the metrics port";
@@ -170,7 +179,7 @@ TEST(StartupTest, BusyGrpcPortExitsOneWithAClearMessage) {
 // on the same port would come up and silently take half of the
 // connections, each holding half of the fleet's endpoint state.
 TEST(StartupTest, PortHeldByAnotherStaggerdExitsOne) {
-  std::unique_ptr<StaggerdChild> first = StartServing({});
+  std::unique_ptr<StaggerdProcess> first = StartServing({});
   ASSERT_NE(first, nullptr);
   const std::string address = absl::StrCat("127.0.0.1:", first->grpc_port());
   std::string err;
