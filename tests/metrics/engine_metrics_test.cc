@@ -33,6 +33,7 @@ engine::EngineConfig SmallConfig() {
   c.default_policy.breaker.consecutive_failures = 2;  // trips on 2 in a row
   c.default_policy.breaker.close_after_successes = 1;
   c.default_policy.breaker.open_base = absl::Seconds(5);  // +-20% jitter
+  c.default_policy.breaker.open_max = absl::Seconds(60);
   c.limits.idle_eviction = absl::Minutes(1);
   return c;
 }

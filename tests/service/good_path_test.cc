@@ -586,7 +586,7 @@ TEST(InspectTest, ListEndpointsFiltersByBreakerState) {
   EXPECT_THAT(ListAll(h, 5, v1::HALF_OPEN, &pages), IsEmpty());
   EXPECT_EQ(pages, 1);
 
-  // 2 minutes later (past open_max 60 s) the open ones read as half-open:
+  // 2 minutes later (past any open period) the open ones read as half-open:
   // the filter sees the state as of now, not as last stored.
   h.clock().Advance(absl::Minutes(2));
   EXPECT_THAT(ListAll(h, 3, v1::HALF_OPEN, &pages), ElementsAreArray(down));
