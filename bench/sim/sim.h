@@ -82,7 +82,9 @@ std::optional<Policy> PolicyFromKey(absl::string_view key);
 //     seconds is cheap, and it bounds how long a recovery goes unnoticed;
 //   deferral.release_rate_per_second 700: the operator's catch-up rate for
 //     this endpoint, below full jitter's natural recovery peak (~850/s
-//     here), so the comparison is at equal or lower load.
+//     here), so the comparison is at equal or lower load. It is a ceiling:
+//     with capacity_per_second below it, the engine's adaptive release pace
+//     halves on the overload failures and grows back (engine.h).
 engine::PolicyParams DefaultCoordinatedPolicy();
 
 // The experiment. Defaults are seed 000's scenario as this simulator

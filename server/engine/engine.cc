@@ -29,6 +29,22 @@ constexpr absl::Duration kMaxDeferLead = absl::Minutes(10);
 constexpr absl::Duration kMinHalfOpenWait = absl::Milliseconds(100);
 // A full table sweeps a shard for idle endpoints at most this often.
 constexpr absl::Duration kFullTableSweepInterval = absl::Seconds(1);
+// The adaptive release pace (AIMD; EndpointState::release_fraction):
+// it never drops below this fraction of deferral.release_rate_per_second
+// (nor below 1/s),
+constexpr double kMinReleaseFraction = 1.0 / 64;
+// halves at most once per round, a round lasting at least this long
+// (failures of attempts sent before a cut keep arriving for a response
+// time; they are the same signal),
+constexpr int64_t kReleaseRoundMinMs = 500;
+constexpr double kReleaseCutFactor = 0.5;
+// and, once the round is over, grows back by this fraction of the maximum
+// per second: from half to full in 10 s, slow enough that probing above
+// the endpoint's capacity costs a few failures per cycle.
+constexpr double kReleaseIncreasePerSecond = 1.0 / 20;
+// EndpointState::release_fraction's unit: 1/32768 of the maximum (exact
+// halvings down to the floor, 512).
+constexpr double kReleaseFractionOne = 32768;
 
 // A configuration that failed validation is a programming error here: the
 // loader validates before it builds an engine.
@@ -83,7 +99,7 @@ absl::Time FromNanos(int64_t ns) { return absl::FromUnixNanos(ns); }
 
 }  // namespace
 
-// Everything the engine remembers about one endpoint (~170 bytes).
+// Everything the engine remembers about one endpoint (~176 bytes).
 struct Engine::EndpointState {
   int64_t last_seen_ns = 0;
   int64_t previous_delay_ns = 0;     // decorrelated jitter's state; 0 = none
@@ -91,6 +107,17 @@ struct Engine::EndpointState {
   int64_t release_cursor_ns = 0;     // next free release slot for deferrals
   uint32_t config_generation = 0;    // generation policy_index refers to
   int32_t policy_index = -1;         // -1: default policy; else override
+  // The adaptive release pace (AIMD), as a fraction of
+  // deferral.release_rate_per_second in 1/32768ths (0 = not adapted: the
+  // maximum), never below kMinReleaseFraction: halved once per round on a
+  // failure while the breaker is CLOSED and the release queue is backed
+  // up; after the round, grows additively with time.
+  uint16_t release_fraction = 0;
+  // A deferral waited behind an earlier one (the cursor was past its
+  // target) since the queue last drained: a backlog is being released.
+  uint8_t release_backed_up = 0;
+  // The current round's end (see CutReleaseRate), Unix ms mod 2^32.
+  uint32_t release_round_end_ms = 0;
   CircuitBreaker breaker;
   RetryBudget budget;
 };
@@ -258,6 +285,8 @@ class EngineDecider {
  public:
   using St = Engine::EndpointState;
   using Compiled = Engine::CompiledConfig;
+  // Counted against the <= 256 B/endpoint target (bench/endpoint_memory).
+  static_assert(sizeof(St) <= 176, "EndpointState grew");
 
   // Finds or creates the endpoint's state; re-resolves its policy after a
   // configuration change. `scratch` holds the state when the table is full.
@@ -332,16 +361,78 @@ class EngineDecider {
                                                    std::memory_order_relaxed);
   }
 
+  // The endpoint's adapted release pace, deliveries/s, in the current
+  // policy's [floor, max] (the policy may have changed since the last cut):
+  // the rate set by the last cut, held until that cut's round ends, then
+  // growing by kReleaseIncreasePerSecond * max per second.
+  static double ReleaseMax(const PolicyParams& p) {
+    return p.deferral.release_rate_per_second;
+  }
+  static double ReleaseFloor(const PolicyParams& p) {
+    return std::max(1.0, ReleaseMax(p) * kMinReleaseFraction);
+  }
+  static uint32_t Millis32(absl::Time t) {
+    return static_cast<uint32_t>(absl::ToUnixMillis(t));  // mod 2^32
+  }
+  // now - the current round's end, in ms (negative: the round goes on).
+  static int32_t SinceRoundEndMs(const St& st, absl::Time now) {
+    return static_cast<int32_t>(Millis32(now) - st.release_round_end_ms);
+  }
+  static double ReleaseRate(const St& st, const PolicyParams& p,
+                            absl::Time now) {
+    const double max = ReleaseMax(p);
+    if (st.release_fraction == 0) return max;  // not adapted
+    double rate = max * st.release_fraction / kReleaseFractionOne;
+    const int32_t since = SinceRoundEndMs(st, now);
+    if (since > 0) rate += kReleaseIncreasePerSecond * max * since / 1000.0;
+    return std::clamp(rate, ReleaseFloor(p), max);
+  }
+  // Back at max: forget the adaptation, so the 32-bit round end never
+  // outlives its wrap-around.
+  static void ForgetReleaseRateIfRecovered(St& st, const PolicyParams& p,
+                                           absl::Time now) {
+    if (st.release_fraction != 0 &&
+        ReleaseRate(st, p, now) >= ReleaseMax(p)) {
+      st.release_fraction = 0;
+    }
+  }
+  // True while a backlog of deferred deliveries is still booked for
+  // release (one deferral waiting behind another; a lone deferral, e.g. a
+  // single Retry-After or budget wait, is not a queue).
+  static bool Releasing(const St& st, absl::Time now) {
+    return st.release_backed_up != 0 && st.release_cursor_ns > Nanos(now);
+  }
+  // Multiplicative decrease, once per round: a failure while the breaker is
+  // CLOSED and the queue is releasing says the pace is more than the
+  // endpoint can take. The round lasts until the deliveries booked before
+  // this cut have come back (the release cursor now), at least
+  // kReleaseRoundMinMs: their failures are the old pace's, not the new one's.
+  static void CutReleaseRate(St& st, const PolicyParams& p, absl::Time now) {
+    if (st.release_fraction != 0 && SinceRoundEndMs(st, now) < 0) return;
+    const double rate =
+        std::max(ReleaseFloor(p), ReleaseRate(st, p, now) * kReleaseCutFactor);
+    const long fraction =
+        std::lround(rate / ReleaseMax(p) * kReleaseFractionOne);
+    st.release_fraction = static_cast<uint16_t>(
+        std::clamp(fraction, 1L, static_cast<long>(kReleaseFractionOne)));
+    const int64_t end_ns = std::max(Nanos(now) + kReleaseRoundMinMs * 1000000,
+                                    st.release_cursor_ns);
+    st.release_round_end_ms = Millis32(FromNanos(end_ns));
+  }
+
   // Schedules a deferred delivery's return to no earlier than `target`,
-  // on the endpoint's release queue: consecutive deferrals take slots
-  // 1/rate apart, each spread uniformly over [slot, slot + spread), so a
-  // parked herd comes back as a ramp, not a spike.
+  // on the endpoint's release queue at its adapted pace: consecutive
+  // deferrals take slots 1/rate apart, each spread uniformly over
+  // [slot, slot + spread), so a parked herd comes back as a ramp, not a
+  // spike.
   static absl::Time DeferTo(St& st, const PolicyParams& p, absl::Time now,
-                            absl::Time target, double rate,
-                            absl::BitGenRef rng) {
-    rate = std::max(rate, 1e-3);
+                            absl::Time target, absl::BitGenRef rng) {
+    ForgetReleaseRateIfRecovered(st, p, now);
+    const double rate = std::max(ReleaseRate(st, p, now), 1e-3);
     const int64_t slot_ns =
         std::max<int64_t>(1, static_cast<int64_t>(1e9 / rate));
+    if (st.release_cursor_ns <= Nanos(now)) st.release_backed_up = 0;
+    if (st.release_cursor_ns > Nanos(target)) st.release_backed_up = 1;
     int64_t cursor = std::max(st.release_cursor_ns, Nanos(target));
     cursor = std::min(cursor, Nanos(target + kMaxDeferLead));
     st.release_cursor_ns = cursor + slot_ns;
@@ -408,15 +499,14 @@ class EngineDecider {
     Transition(e, untracked, &d, st.breaker.Refresh(p.breaker, now));
     if (st.breaker.state() == BreakerState::kOpen) {
       DeferOrGiveUp(&d, p, Reason::kCircuitOpen,
-                    DeferTo(st, p, now, st.breaker.open_until(),
-                            p.deferral.release_rate_per_second, rng),
+                    DeferTo(st, p, now, st.breaker.open_until(), rng),
                     in.deadline, in.first_attempt_time);
       return d;
     }
     if (retry && st.retry_after_until_ns > Nanos(now)) {
       DeferOrGiveUp(&d, p, Reason::kRetryAfterWindow,
                     DeferTo(st, p, now, FromNanos(st.retry_after_until_ns),
-                            p.deferral.release_rate_per_second, rng),
+                            rng),
                     in.deadline, in.first_attempt_time);
       return d;
     }
@@ -428,8 +518,7 @@ class EngineDecider {
     if (probe) {
       if (!st.breaker.ProbeSlotFree(p.breaker, now)) {
         DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
-                      DeferTo(st, p, now, now + HalfOpenWait(p),
-                              p.deferral.release_rate_per_second, rng),
+                      DeferTo(st, p, now, now + HalfOpenWait(p), rng),
                       in.deadline, in.first_attempt_time);
         return d;
       }
@@ -458,9 +547,8 @@ class EngineDecider {
     // returns at the budget's own rate (10/s by default) would schedule a
     // parked herd of thousands past any deadline.
     const absl::Duration slot = p.budget.window / RetryBudget::kSlots;
-    const double rate = p.deferral.release_rate_per_second;
     DeferOrGiveUp(d, p, Reason::kBudgetExhausted,
-                  DeferTo(st, p, now, now + slot, rate, rng), deadline,
+                  DeferTo(st, p, now, now + slot, rng), deadline,
                   first_attempt);
   }
 
@@ -502,8 +590,21 @@ class EngineDecider {
       st.retry_after_until_ns =
           std::max(st.retry_after_until_ns, Nanos(now + ra));
     }
-    // A failed retry is what the budget bounds: it spends now.
-    if (in.attempt > 1) st.budget.RecordRetry(p.budget, now);
+    // The endpoint is up (CLOSED) but failed an attempt while the release
+    // queue was feeding it: the queue's pace is more than it can take.
+    const bool releasing = Releasing(st, now);
+    const bool overload =
+        releasing && st.breaker.state() == BreakerState::kClosed;
+    if (overload) CutReleaseRate(st, p, now);
+    // A failed retry is what the budget bounds: it spends now. Not while
+    // the queue releases, unless this was a probe (HALF_OPEN): a CLOSED
+    // failure is re-paced onto the release queue below, and an OPEN one (a
+    // straggler answered after the trip) is deferred by the breaker, so the
+    // queue's adapted pace bounds the load either way, and spending would
+    // stop the whole queue (successes included) for a budget window.
+    const bool spends =
+        !releasing || st.breaker.state() == BreakerState::kHalfOpen;
+    if (in.attempt > 1 && spends) st.budget.RecordRetry(p.budget, now);
     // A 429 with Retry-After is the endpoint pacing us, not failing: it
     // does not feed the breaker. Without Retry-After it counts.
     const bool paced =
@@ -519,16 +620,14 @@ class EngineDecider {
     }
     if (st.breaker.state() == BreakerState::kOpen) {
       DeferOrGiveUp(&d, p, Reason::kCircuitOpen,
-                    DeferTo(st, p, now, st.breaker.open_until(),
-                            p.deferral.release_rate_per_second, rng),
+                    DeferTo(st, p, now, st.breaker.open_until(), rng),
                     in.deadline, in.first_attempt_time);
       return d;
     }
     if (st.breaker.state() == BreakerState::kHalfOpen &&
         !st.breaker.ProbeSlotFree(p.breaker, now)) {
       DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
-                    DeferTo(st, p, now, now + HalfOpenWait(p),
-                            p.deferral.release_rate_per_second, rng),
+                    DeferTo(st, p, now, now + HalfOpenWait(p), rng),
                     in.deadline, in.first_attempt_time);
       return d;
     }
@@ -550,6 +649,12 @@ class EngineDecider {
     if (ra_left > absl::ZeroDuration() && ra_left >= delay) {
       delay = ra_left + UniformDuration(rng, p.deferral.spread);
       reason = Reason::kRetryAfter;
+    }
+    if (overload) {
+      // Re-paced: the retry goes to the back of the release queue, at the
+      // adapted pace, rather than back in after a short backoff on top of
+      // the queue's own load.
+      delay = DeferTo(st, p, now, now + delay, rng) - now;
     }
     if (PastDeadline(p, now + delay, in.deadline, in.first_attempt_time)) {
       // No retry, so no realised delay: the decorrelated state stays.
@@ -588,6 +693,7 @@ class EngineDecider {
       snap.retry_after_until = FromNanos(st.retry_after_until_ns);
     }
     snap.last_seen = FromNanos(st.last_seen_ns);
+    snap.release_rate = ReleaseRate(st, p, now);
     return snap;
   }
 };

@@ -12,6 +12,25 @@
 // the backlog the breaker parked is not throttled by a budget that no new
 // first attempts refill (measured with bench/sim; see README).
 //
+// Deferred deliveries return on the endpoint's release queue, one slot per
+// deferral, at an adaptive pace (AIMD) bounded by
+// deferral.release_rate_per_second, the operator's maximum. The endpoint's
+// capacity after a recovery is unknown, so the pace learns it: a failure
+// while the breaker is CLOSED and a backlog (a deferral that waited behind
+// another, not yet all returned) is still being released halves
+// the pace (once per round: a round lasts until the deliveries booked
+// before the cut have come back, at least 500 ms), never below 1/64 of the
+// maximum; after the round the pace grows back by 1/20 of the maximum per
+// second. Such an overload failure is re-paced (its retry's delay reaches
+// the back of the queue at the new pace, instead of a short backoff on top
+// of the queue's load) and does not spend the retry budget (nor does a
+// straggler answered after the breaker tripped): the pace already bounds
+// their load, and an empty budget would stop the whole queue,
+// successes included, until the deliveries' horizon passed (bench/sim
+// --capacity=300). Every deferral (breaker, Retry-After window, half-open,
+// budget) books at the adapted pace. With an endpoint that keeps up, no
+// failure happens while releasing and the pace stays at the maximum.
+//
 // State per endpoint is shared by every caller (the fleet) and soft: losing
 // it loses only backoff history. The table is sharded by key hash, one
 // absl::Mutex per shard, no global lock on the decision path, and a lookup
@@ -56,6 +75,9 @@ struct EndpointSnapshot {
   double budget_remaining = 0;  // retries allowed now
   absl::Time retry_after_until = absl::InfinitePast();  // none if past
   absl::Time last_seen = absl::InfinitePast();
+  // Deliveries/s the release queue is paced at now: the adaptive rate, in
+  // [deferral.release_rate_per_second / 64, release_rate_per_second].
+  double release_rate = 0;
 };
 
 struct ListPage {

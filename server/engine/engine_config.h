@@ -58,6 +58,9 @@ struct BreakerParams {
 
 struct DeferralParams {
   absl::Duration spread = absl::Seconds(1);  // 0..10min
+  // Deferred deliveries released per second, at most: the ceiling of the
+  // endpoint's adaptive release pace (engine.h), which halves on failures
+  // while a backlog is released and grows back, never below 1/64 of this.
   double release_rate_per_second = 1000.0;   // 1..1e6
 };
 

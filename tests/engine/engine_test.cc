@@ -267,6 +267,126 @@ TEST_F(EngineTest, DeferralPacingIsBoundedAhead) {
   EXPECT_GE(last, open_until + absl::Minutes(9));
 }
 
+// --- Adaptive release pace (AIMD) -----------------------------------------
+
+// No breaker, no spread, at most 100 releases/s; a Retry-After window of 5s
+// parks 300 retries on the release queue: slots 10ms apart, 5.00s..7.99s.
+class ReleasePaceTest : public EngineTest {
+ protected:
+  void SetUp() override {
+    EngineConfig c = NoBreaker();
+    c.default_policy.deferral.spread = absl::ZeroDuration();
+    c.default_policy.deferral.release_rate_per_second = 100;
+    Make(c);
+    t0_ = clock_.Now();
+    Report(kEp, 1, Outcome::kRateLimited, absl::Seconds(5));
+    for (int k = 0; k < 300; ++k) {
+      const Decision d = Admit(kEp, 2);
+      ASSERT_EQ(d.reason, Reason::kRetryAfterWindow);
+      ASSERT_EQ(d.defer_until, t0_ + absl::Seconds(5) +
+                                   absl::Milliseconds(10) * k) << k;
+    }
+  }
+  double Rate() { return Inspect(kEp).release_rate; }
+  absl::Time t0_;
+};
+
+TEST_F(ReleasePaceTest, AFailureWhileReleasingHalvesThePaceOncePerRound) {
+  EXPECT_DOUBLE_EQ(Rate(), 100);  // not adapted: the maximum
+  clock_.Advance(absl::Seconds(5));  // the queue starts releasing
+  const double budget = Inspect(kEp).budget_remaining;
+  // A released retry fails (a 503 from an endpoint over capacity): the
+  // pace halves, 100/s -> 50/s, and the retry is re-paced to the back of
+  // the queue (the cursor, 8.00s) instead of a short backoff.
+  Decision d = Fail(kEp, 2);
+  EXPECT_EQ(d.verdict, Verdict::kProceed);
+  EXPECT_EQ(d.reason, Reason::kBackoff);
+  EXPECT_EQ(d.delay, absl::Seconds(3));  // 5.00s -> 8.00s
+  EXPECT_NEAR(Rate(), 50, 0.01);
+  // The pace bounds its load: it did not spend the budget.
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, budget);
+  // 100ms later another one fails: same round (it lasts until the retries
+  // booked before the cut, up to 8.00s, are back), no second cut; it takes
+  // the next slot at the new pace, 20ms on: 8.02s.
+  clock_.Advance(absl::Milliseconds(100));
+  d = Fail(kEp, 2);
+  EXPECT_EQ(d.delay, t0_ + absl::Seconds(8) + absl::Milliseconds(20) -
+                         clock_.Now());
+  EXPECT_NEAR(Rate(), 50, 0.01);
+  // Any failure outcome is re-paced the same way: a timeout, slot 8.04s.
+  d = Report(kEp, 2, Outcome::kTimeout);
+  EXPECT_EQ(clock_.Now() + d.delay,
+            t0_ + absl::Seconds(8) + absl::Milliseconds(40));
+  // The policy's own delay (the decorrelated state) was shorter.
+  EXPECT_LT(Inspect(kEp).previous_delay, d.delay);
+  EXPECT_NEAR(Rate(), 50, 0.01);
+}
+
+TEST_F(ReleasePaceTest, AfterTheRoundThePaceGrowsBackAdditively) {
+  clock_.Advance(absl::Seconds(5));
+  Fail(kEp, 2);  // cut: 50/s; the round ends at 8.00s
+  EXPECT_NEAR(Rate(), 50, 0.01);
+  clock_.Advance(absl::Seconds(3));  // 8.00s: the round is over
+  EXPECT_NEAR(Rate(), 50, 0.01);
+  clock_.Advance(absl::Seconds(2));  // +1/20 of the maximum per second
+  EXPECT_NEAR(Rate(), 60, 0.01);
+  // The queue has drained (cursor 8.02s): a failure now is an ordinary
+  // one, it spends the budget and is not re-paced; the pace is not cut.
+  const double budget = Inspect(kEp).budget_remaining;
+  Decision d = Fail(kEp, 2);
+  EXPECT_EQ(d.reason, Reason::kBackoff);
+  EXPECT_EQ(Ns(d.delay), Inspect(kEp).previous_delay);  // the policy's own
+  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, budget - 1);
+  EXPECT_NEAR(Rate(), 60, 0.01);
+  clock_.Advance(absl::Seconds(8));  // 50 + 5/s x 10s: back at the maximum
+  EXPECT_DOUBLE_EQ(Rate(), 100);
+  clock_.Advance(absl::Seconds(100));
+  EXPECT_DOUBLE_EQ(Rate(), 100);  // never above it
+}
+
+TEST_F(ReleasePaceTest, LaterRoundsCutAgainWithinTheBounds) {
+  clock_.Advance(absl::Seconds(5));
+  Fail(kEp, 2);  // 100 -> 50; round until 8.00s
+  clock_.Advance(absl::Seconds(3));
+  // Keep a backlog and keep failing: every round that is over halves the
+  // pace again; never below the floor, 1/64 of the maximum (1.5625/s).
+  double lowest = Rate();
+  for (int k = 0; k < 40; ++k) {
+    clock_.Advance(absl::Milliseconds(501));
+    Report(kEp, 1, Outcome::kRateLimited, absl::Milliseconds(1));
+    Admit(kEp, 2);
+    Admit(kEp, 2);  // waits behind the first: a backlog
+    clock_.Advance(absl::Milliseconds(1));
+    Fail(kEp, 2);
+    EXPECT_GE(Rate(), 100.0 / 64 - 1e-3) << k;
+    lowest = std::min(lowest, Rate());
+  }
+  // 50 -> 25 -> ... until the halvings meet what grows back between
+  // rounds (5/s per second after each round's end): ~4.4/s here.
+  EXPECT_LT(lowest, 5.0) << lowest;
+}
+
+TEST_F(EngineTest, AnEndpointThatKeepsUpKeepsTheMaximumPace) {
+  // The parked herd comes back and succeeds: the pace never adapts.
+  EngineConfig c = TripAfter(1);
+  c.default_policy.deferral.spread = absl::ZeroDuration();
+  c.default_policy.deferral.release_rate_per_second = 10;
+  Make(c);
+  Fail(kEp);
+  const absl::Time open_until = Inspect(kEp).open_until;
+  for (int k = 1; k <= 20; ++k) Admit(kEp, 2);
+  clock_.Advance(open_until - clock_.Now());
+  ASSERT_EQ(Admit(kEp, 2).reason, Reason::kHalfOpenProbe);
+  for (int k = 0; k < 5; ++k) Report(kEp, 2, Outcome::kSuccess);
+  ASSERT_EQ(Inspect(kEp).breaker_state, BreakerState::kClosed);
+  for (int k = 1; k <= 20; ++k) {
+    clock_.Advance(open_until + absl::Milliseconds(100) * k - clock_.Now());
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+    Report(kEp, 2, Outcome::kSuccess);
+  }
+  EXPECT_DOUBLE_EQ(Inspect(kEp).release_rate, 10);
+}
+
 TEST_F(EngineTest, HalfOpenProbeQuotaIsFleetWide) {
   EngineConfig c = TripAfter(1);
   c.default_policy.breaker.half_open_probes = 5;

@@ -375,5 +375,27 @@ TEST(CapacityTest, ALimitedEndpointBreaksPlainBackoffsHerdButNotStagger) {
   ASSERT_TRUE(c.time_to_99_s.has_value());
 }
 
+TEST(CapacityTest, AFullSizeFleetAgainstAFiniteCapacityIsStillDelivered) {
+  // Seed 000's full scenario (10,000 deliveries, release rate 700/s) with
+  // an endpoint that answers only 500 or 300 attempts/s after recovery: the
+  // parked backlog comes back faster than that, the overload 503s (no
+  // Retry-After, below the breaker's ratio at 500/s) halve the engine's
+  // release pace instead of emptying the retry budget, and Stagger delivers
+  // like full jitter does (before the adaptive pace: 54% and 20%).
+  for (double capacity : {500.0, 300.0}) {
+    Scenario s;
+    s.capacity_per_second = capacity;
+    absl::StatusOr<PolicyResult> r = Simulate(s, Policy::kCoordinated);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GE(r->delivered, s.subscriptions * 99 / 100) << capacity;
+    EXPECT_EQ(r->delivered + r->given_up, s.subscriptions) << capacity;
+    EXPECT_EQ(r->unfinished, 0) << capacity;
+    EXPECT_TRUE(r->time_to_99_s.has_value()) << capacity;
+    // The release pace, not the budget, held the backlog back.
+    EXPECT_EQ(r->deferred_by_reason[static_cast<int>(
+                  engine::Reason::kBudgetExhausted)], 0) << capacity;
+  }
+}
+
 }  // namespace
 }  // namespace stagger::sim
