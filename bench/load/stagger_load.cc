@@ -1,0 +1,459 @@
+// stagger-load: closed-loop gRPC load generator for stagger.v1.RetryCoordinator
+// (staggerd, or bench's stagger-noop-server for the ceiling of the stack).
+//
+// --channels separate channels (one TCP connection each), each with
+// --inflight calls outstanding at all times: when a call completes, the next
+// one starts from its completion callback (gRPC callback API, no thread per
+// call). Runs for --warmup, then measures for --duration, then stops issuing
+// and waits for the calls in flight.
+//
+// Every response is checked: a non-OK grpc status is an error, and so is an
+// OK response of the wrong shape (no decision, verdict unset, or a batch
+// answer whose size differs from the request's). Errors are counted over the
+// whole run (warm-up included) and reported by status code; any error makes
+// the exit status 1.
+//
+// Measured (calls that started after the warm-up and finished before the
+// end): decisions/s (a batch call counts its items) and the call latency
+// quantiles p50/p99/p99.9, microseconds, start of the call to its callback.
+//
+// Methods: admit, report (RETRYABLE_FAILURE of attempt 1 unless
+// --report_outcome says otherwise), admit_batch and report_batch (--batch
+// items per call). Keys cycle over --endpoints realistic endpoint keys
+// (bench/bench_keys.h); a batch's items are distinct endpoints.
+//
+// Last line of stdout, machine-readable:
+//   result method=M target=T channels=C inflight=I batch=B seconds=S calls=N
+//     decisions=D errors=E calls_per_sec=X decisions_per_sec=Y p50_us=..
+//     p99_us=.. p999_us=.. max_us=.. all_calls=A client_cpu_us_per_call=U
+// all_calls counts every OK call of the run (warm-up included) and U is this
+// process's CPU time (user + system) over the run divided by it: a cost per
+// call that, unlike decisions/s, hardly moves when other processes compete
+// for the machine.
+// Exit status: 0 ok; 1 errors, or no decision measured; 2 bad flags or the
+// target unreachable within --connect_timeout.
+#include <sys/resource.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/bench_keys.h"
+#include "bench/load/latency_histogram.h"
+#include "grpcpp/grpcpp.h"
+#include "stagger/v1/coordinator.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "server address host:port");
+ABSL_FLAG(int, channels, 2, "channels (TCP connections), >= 1");
+ABSL_FLAG(int, inflight, 16, "calls outstanding per channel, >= 1");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "measured time");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
+          "time before measuring (errors still count)");
+ABSL_FLAG(std::string, method, "admit",
+          "admit | report | admit_batch | report_batch");
+ABSL_FLAG(int, batch, 100, "items per batch call (batch methods), >= 1");
+ABSL_FLAG(int64_t, endpoints, 10000, "distinct endpoint keys cycled, >= 1");
+ABSL_FLAG(std::string, report_outcome, "failure",
+          "report methods: success | failure | rate_limited (Retry-After 1s)");
+ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(5),
+          "deadline of each call; DEADLINE_EXCEEDED is an error");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10),
+          "how long to wait for each channel to connect");
+
+namespace stagger::bench {
+namespace {
+
+enum class Method { kAdmit, kReport, kAdmitBatch, kReportBatch };
+
+struct Options {
+  std::string target;
+  int channels = 1;
+  int inflight = 1;
+  absl::Duration duration;
+  absl::Duration warmup;
+  Method method = Method::kAdmit;
+  std::string method_name;
+  int batch = 1;
+  int64_t endpoints = 1;
+  v1::Outcome outcome = v1::RETRYABLE_FAILURE;
+  bool retry_after = false;
+  absl::Duration call_timeout;
+  absl::Duration connect_timeout;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Shared by all loops; written before the first call starts.
+struct Run {
+  Options opt;
+  int64_t measure_start_ns = 0;  // steady clock
+  int64_t end_ns = 0;
+  std::atomic<int> loops_running{0};
+  absl::Notification all_done;
+};
+
+// One closed loop: one call outstanding at a time, the next started from
+// the previous one's callback. Only its own callbacks touch it, and they
+// never overlap (each starts the next call last), so it needs no lock.
+class Loop {
+ public:
+  Loop(Run* run, v1::RetryCoordinator::Stub* stub, int64_t first_key,
+       int64_t key_stride)
+      : run_(run), stub_(stub), next_key_(first_key), key_stride_(key_stride) {
+    // Requests are built once; each call only rewrites the endpoint keys
+    // (into the strings' existing capacity).
+    const Options& o = run_->opt;
+    const int items =
+        (o.method == Method::kAdmitBatch || o.method == Method::kReportBatch)
+            ? o.batch
+            : 1;
+    for (int i = 0; i < items; ++i) {
+      InitAdmit(o.method == Method::kAdmitBatch ? admit_batch_.add_items()
+                                                : &admit_);
+      InitReport(o.method == Method::kReportBatch ? report_batch_.add_items()
+                                                  : &report_);
+    }
+    expected_decisions_ = items;
+  }
+
+  void Start() { Issue(); }
+
+  const LatencyHistogram& histogram() const { return hist_; }
+  int64_t calls() const { return calls_; }
+  int64_t decisions() const { return decisions_; }
+  int64_t errors() const { return errors_; }
+  int64_t all_calls() const { return all_calls_; }
+  const std::array<int64_t, 17>& errors_by_code() const { return by_code_; }
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  void InitAdmit(v1::AdmitRequest* r) { r->set_attempt(1); }
+  void InitReport(v1::ReportRequest* r) {
+    r->set_attempt(1);
+    r->set_outcome(run_->opt.outcome);
+    if (run_->opt.retry_after) r->mutable_retry_after()->set_seconds(1);
+  }
+
+  absl::string_view NextKey() {
+    const absl::string_view k =
+        FormatKey(static_cast<uint64_t>(next_key_), key_buf_);
+    next_key_ = (next_key_ + key_stride_) % run_->opt.endpoints;
+    return k;
+  }
+
+  // The next key, written into the request's string (no allocation once
+  // the string has grown to the key length).
+  void SetKey(std::string* out) {
+    const absl::string_view k = NextKey();
+    out->assign(k.data(), k.size());
+  }
+
+  void Issue() {
+    const int64_t now = NowNs();
+    if (now >= run_->end_ns) {
+      if (run_->loops_running.fetch_sub(1) == 1) run_->all_done.Notify();
+      return;
+    }
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    ctx_->set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoNanoseconds(run_->opt.call_timeout));
+    start_ns_ = now;
+    auto done = [this](grpc::Status s) { OnDone(std::move(s)); };
+    auto* async = stub_->async();
+    switch (run_->opt.method) {
+      case Method::kAdmit:
+        SetKey(admit_.mutable_endpoint());
+        async->Admit(ctx_.get(), &admit_, &admit_resp_, std::move(done));
+        break;
+      case Method::kReport:
+        SetKey(report_.mutable_endpoint());
+        async->Report(ctx_.get(), &report_, &report_resp_, std::move(done));
+        break;
+      case Method::kAdmitBatch:
+        for (auto& item : *admit_batch_.mutable_items()) {
+          SetKey(item.mutable_endpoint());
+        }
+        async->AdmitBatch(ctx_.get(), &admit_batch_, &admit_batch_resp_,
+                          std::move(done));
+        break;
+      case Method::kReportBatch:
+        for (auto& item : *report_batch_.mutable_items()) {
+          SetKey(item.mutable_endpoint());
+        }
+        async->ReportBatch(ctx_.get(), &report_batch_, &report_batch_resp_,
+                           std::move(done));
+        break;
+    }
+  }
+
+  static bool ValidDecision(const v1::Decision& d) {
+    return d.verdict() != v1::VERDICT_UNSPECIFIED &&
+           d.reason() != v1::REASON_UNSPECIFIED;
+  }
+
+  // The number of decisions in an OK response, or -1 if its shape is wrong.
+  int CheckResponse() const {
+    switch (run_->opt.method) {
+      case Method::kAdmit:
+        return admit_resp_.has_decision() &&
+                       ValidDecision(admit_resp_.decision())
+                   ? 1
+                   : -1;
+      case Method::kReport:
+        return report_resp_.has_decision() &&
+                       ValidDecision(report_resp_.decision())
+                   ? 1
+                   : -1;
+      case Method::kAdmitBatch: {
+        if (admit_batch_resp_.decisions_size() != expected_decisions_) {
+          return -1;
+        }
+        for (const auto& d : admit_batch_resp_.decisions()) {
+          if (!ValidDecision(d)) return -1;
+        }
+        return expected_decisions_;
+      }
+      case Method::kReportBatch: {
+        if (report_batch_resp_.decisions_size() != expected_decisions_) {
+          return -1;
+        }
+        for (const auto& d : report_batch_resp_.decisions()) {
+          if (!ValidDecision(d)) return -1;
+        }
+        return expected_decisions_;
+      }
+    }
+    return -1;
+  }
+
+  void Error(int code, std::string what) {
+    ++errors_;
+    ++by_code_[code >= 0 && code < 17 ? code : 2];
+    if (first_error_.empty()) first_error_ = std::move(what);
+  }
+
+  void OnDone(grpc::Status s) {
+    const int64_t end = NowNs();
+    if (!s.ok()) {
+      Error(s.error_code(),
+            absl::StrCat("status ", s.error_code(), ": ", s.error_message()));
+    } else {
+      const int n = CheckResponse();
+      if (n < 0) {
+        // OK status, malformed answer: counted under UNKNOWN (2).
+        Error(2, "OK status but a malformed response (decision missing, "
+                 "verdict/reason unset, or wrong batch size)");
+      } else {
+        ++all_calls_;
+        if (start_ns_ >= run_->measure_start_ns && end <= run_->end_ns) {
+          ++calls_;
+          decisions_ += n;
+          hist_.Record(end - start_ns_);
+        }
+      }
+    }
+    Issue();
+  }
+
+  Run* run_;
+  v1::RetryCoordinator::Stub* stub_;
+  int64_t next_key_;
+  int64_t key_stride_;
+  char key_buf_[kKeyBufferBytes];
+  int expected_decisions_ = 1;
+
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  int64_t start_ns_ = 0;
+  v1::AdmitRequest admit_;
+  v1::AdmitResponse admit_resp_;
+  v1::ReportRequest report_;
+  v1::ReportResponse report_resp_;
+  v1::AdmitBatchRequest admit_batch_;
+  v1::AdmitBatchResponse admit_batch_resp_;
+  v1::ReportBatchRequest report_batch_;
+  v1::ReportBatchResponse report_batch_resp_;
+
+  LatencyHistogram hist_;
+  int64_t calls_ = 0;
+  int64_t decisions_ = 0;
+  int64_t errors_ = 0;
+  int64_t all_calls_ = 0;  // OK calls, warm-up and stragglers included
+  std::array<int64_t, 17> by_code_{};
+  std::string first_error_;
+};
+
+bool ParseOptions(Options* o, std::string* err) {
+  o->target = absl::GetFlag(FLAGS_target);
+  o->channels = absl::GetFlag(FLAGS_channels);
+  o->inflight = absl::GetFlag(FLAGS_inflight);
+  o->duration = absl::GetFlag(FLAGS_duration);
+  o->warmup = absl::GetFlag(FLAGS_warmup);
+  o->batch = absl::GetFlag(FLAGS_batch);
+  o->endpoints = absl::GetFlag(FLAGS_endpoints);
+  o->call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  o->connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  o->method_name = absl::GetFlag(FLAGS_method);
+  if (o->method_name == "admit") {
+    o->method = Method::kAdmit;
+  } else if (o->method_name == "report") {
+    o->method = Method::kReport;
+  } else if (o->method_name == "admit_batch") {
+    o->method = Method::kAdmitBatch;
+  } else if (o->method_name == "report_batch") {
+    o->method = Method::kReportBatch;
+  } else {
+    *err = "--method: one of admit, report, admit_batch, report_batch";
+    return false;
+  }
+  const std::string outcome = absl::GetFlag(FLAGS_report_outcome);
+  if (outcome == "success") {
+    o->outcome = v1::SUCCESS;
+  } else if (outcome == "failure") {
+    o->outcome = v1::RETRYABLE_FAILURE;
+  } else if (outcome == "rate_limited") {
+    o->outcome = v1::RATE_LIMITED;
+    o->retry_after = true;
+  } else {
+    *err = "--report_outcome: one of success, failure, rate_limited";
+    return false;
+  }
+  if (o->channels < 1 || o->inflight < 1 || o->batch < 1 ||
+      o->endpoints < 1) {
+    *err = "--channels, --inflight, --batch and --endpoints must be >= 1";
+    return false;
+  }
+  if (o->duration <= absl::ZeroDuration() ||
+      o->warmup < absl::ZeroDuration()) {
+    *err = "--duration must be > 0 and --warmup >= 0";
+    return false;
+  }
+  return true;
+}
+
+double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// User + system CPU time of this process so far, seconds.
+double ProcessCpuSeconds() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+int Main() {
+  Run run;
+  std::string err;
+  if (!ParseOptions(&run.opt, &err)) {
+    std::fprintf(stderr, "stagger-load: %s\n", err.c_str());
+    return 2;
+  }
+  const Options& o = run.opt;
+  const bool batched =
+      o.method == Method::kAdmitBatch || o.method == Method::kReportBatch;
+
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<v1::RetryCoordinator::Stub>> stubs;
+  for (int c = 0; c < o.channels; ++c) {
+    grpc::ChannelArguments args;
+    // A channel arg that differs per channel, and no shared subchannel
+    // pool: each channel gets its own connection.
+    args.SetInt("stagger.load.channel_index", c);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    auto ch = grpc::CreateCustomChannel(
+        o.target, grpc::InsecureChannelCredentials(), args);
+    if (!ch->WaitForConnected(std::chrono::system_clock::now() +
+                              absl::ToChronoNanoseconds(o.connect_timeout))) {
+      std::fprintf(stderr, "stagger-load: cannot connect to %s within %s\n",
+                   o.target.c_str(),
+                   absl::FormatDuration(o.connect_timeout).c_str());
+      return 2;
+    }
+    stubs.push_back(v1::RetryCoordinator::NewStub(ch));
+    channels.push_back(std::move(ch));
+  }
+
+  const int num_loops = o.channels * o.inflight;
+  std::vector<std::unique_ptr<Loop>> loops;
+  for (int i = 0; i < num_loops; ++i) {
+    // Loop i takes keys i, i + L, i + 2L, ... (mod --endpoints).
+    loops.push_back(std::make_unique<Loop>(
+        &run, stubs[i % o.channels].get(), i % o.endpoints, num_loops));
+  }
+  const double cpu0 = ProcessCpuSeconds();
+  const int64_t t0 = NowNs();
+  run.measure_start_ns = t0 + absl::ToInt64Nanoseconds(o.warmup);
+  run.end_ns = run.measure_start_ns + absl::ToInt64Nanoseconds(o.duration);
+  run.loops_running.store(num_loops);
+  for (auto& l : loops) l->Start();
+  run.all_done.WaitForNotification();
+  const double cpu_s = ProcessCpuSeconds() - cpu0;
+
+  LatencyHistogram hist;
+  int64_t calls = 0, decisions = 0, errors = 0, all_calls = 0;
+  std::array<int64_t, 17> by_code{};
+  std::string first_error;
+  for (const auto& l : loops) {
+    hist.Merge(l->histogram());
+    calls += l->calls();
+    decisions += l->decisions();
+    errors += l->errors();
+    all_calls += l->all_calls();
+    for (int c = 0; c < 17; ++c) by_code[c] += l->errors_by_code()[c];
+    if (first_error.empty()) first_error = l->first_error();
+  }
+  const double seconds = absl::ToDoubleSeconds(o.duration);
+  if (errors > 0) {
+    std::string codes;
+    for (int c = 0; c < 17; ++c) {
+      if (by_code[c] > 0) absl::StrAppend(&codes, " code", c, "=", by_code[c]);
+    }
+    std::fprintf(stderr, "stagger-load: %lld errors:%s; first: %s\n",
+                 static_cast<long long>(errors), codes.c_str(),
+                 first_error.c_str());
+  }
+  std::printf(
+      "result method=%s target=%s channels=%d inflight=%d batch=%d "
+      "seconds=%.2f calls=%lld decisions=%lld errors=%lld "
+      "calls_per_sec=%.0f decisions_per_sec=%.0f p50_us=%.1f p99_us=%.1f "
+      "p999_us=%.1f max_us=%.1f all_calls=%lld client_cpu_us_per_call=%.2f\n",
+      o.method_name.c_str(), o.target.c_str(), o.channels, o.inflight,
+      batched ? o.batch : 1, seconds, static_cast<long long>(calls),
+      static_cast<long long>(decisions), static_cast<long long>(errors),
+      calls / seconds, decisions / seconds, Us(hist.Quantile(0.5)),
+      Us(hist.Quantile(0.99)), Us(hist.Quantile(0.999)), Us(hist.max_ns()),
+      static_cast<long long>(all_calls),
+      all_calls > 0 ? cpu_s * 1e6 / static_cast<double>(all_calls) : 0.0);
+  std::fflush(stdout);
+  if (errors > 0 || decisions == 0) return 1;
+  return 0;
+}
+
+}  // namespace
+}  // namespace stagger::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Closed-loop load generator for stagger.v1.RetryCoordinator; see the "
+      "header of bench/load/stagger_load.cc.");
+  absl::ParseCommandLine(argc, argv);
+  return stagger::bench::Main();
+}
