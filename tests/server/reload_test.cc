@@ -45,7 +45,6 @@ using stagger::testing::ScrapeMetric;
 using stagger::testing::ScratchDir;
 using stagger::testing::StaggerdProcess;
 using stagger::testing::WriteFile;
-using ::testing::HasSubstr;
 
 constexpr char kPrefix[] = "https://hooks.reload.example/";
 constexpr char kOverrideName[] = "prefix:https://hooks.reload.example/";
@@ -244,8 +243,8 @@ TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   ExpectBreakerKept(tripped, open);
   EXPECT_TRUE(MetricBecomes(kSuccess, 1)) << Metric(kSuccess).value_or(-1);
   EXPECT_EQ(Metric(kFailure), 0.0);
-  EXPECT_THAT(d_->output(),
-              HasSubstr("config reloaded from " + mount.config_path()));
+  EXPECT_TRUE(d_->WaitForOutput("config reloaded from " + mount.config_path()))
+      << d_->output();
 
   // Swap to an invalid version: refused, every error logged with the file
   // and its field path, counted; v2 stays in force.
@@ -258,7 +257,8 @@ TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   EXPECT_TRUE(d_->WaitForOutput(mount.config_path() + ": limits.max_key_bytes",
                                 mark))
       << d_->output_from(mark);
-  EXPECT_THAT(d_->output_from(mark), HasSubstr("keeping the current config"));
+  EXPECT_TRUE(d_->WaitForOutput("keeping the current config", mark))
+      << d_->output_from(mark);
   EXPECT_EQ(Metric(kSuccess), 1.0);
   EXPECT_EQ(PolicyOf(tripped), kOverrideName);
   p = ProbeFailure(2);
@@ -290,7 +290,9 @@ TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   mark = d_->output_size();
   d_->Signal(SIGHUP);
   EXPECT_TRUE(MetricBecomes(kSuccess, 3)) << Metric(kSuccess).value_or(-1);
-  EXPECT_THAT(d_->output_from(mark), HasSubstr("SIGHUP: reloading config"));
+  // stderr is read on another thread: wait for the line, don't race it.
+  EXPECT_TRUE(d_->WaitForOutput("SIGHUP: reloading config", mark))
+      << d_->output_from(mark);
   EXPECT_EQ(Metric(kFailure), 1.0);
   ExpectBreakerKept(tripped, open);
 }
@@ -318,7 +320,9 @@ TEST_F(ReloadTest, SighupReloadsAGoodFileAndRefusesABadOne) {
   ASSERT_TRUE(PollUntil([&] { return PolicyOf(ep) == kOverrideName; }))
       << "SIGHUP did not reload; policy: " << PolicyOf(ep);
   EXPECT_TRUE(MetricBecomes(kSuccess, 1));
-  EXPECT_THAT(d_->output_from(mark), HasSubstr("SIGHUP: reloading config"));
+  // stderr is read on another thread: wait for the line, don't race it.
+  EXPECT_TRUE(d_->WaitForOutput("SIGHUP: reloading config", mark))
+      << d_->output_from(mark);
   v1::Decision p = ProbeFailure(2);
   EXPECT_EQ(p.reason(), v1::ATTEMPTS_EXHAUSTED) << Describe(p);
 
