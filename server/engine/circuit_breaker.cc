@@ -9,7 +9,7 @@
 namespace stagger::engine {
 
 BreakerState CircuitBreaker::StateAt(absl::Time now) const {
-  if (state_ == BreakerState::kOpen && absl::ToUnixNanos(now) >= open_until_ns_) {
+  if (state_ == BreakerState::kOpen && absl::ToUnixNanos(now) >= time_ns_) {
     return BreakerState::kHalfOpen;
   }
   return state_;
@@ -25,11 +25,11 @@ CircuitBreaker::MaybeTransition CircuitBreaker::Refresh(const BreakerParams& p,
   }
   if (state_ != BreakerState::kOpen) return std::nullopt;
   const int64_t t = absl::ToUnixNanos(now);
-  if (t < open_until_ns_) return std::nullopt;
+  if (t < time_ns_) return std::nullopt;
   state_ = BreakerState::kHalfOpen;
   probes_in_flight_ = 0;
   probe_successes_ = 0;
-  probe_round_start_ns_ = t;
+  time_ns_ = t;
   return BreakerTransition{BreakerState::kOpen, BreakerState::kHalfOpen};
 }
 
@@ -56,7 +56,7 @@ BreakerTransition CircuitBreaker::Trip(const BreakerParams& p, absl::Time now,
   const double max = absl::ToDoubleSeconds(p.open_max);
   const double nominal = std::min(max, std::ldexp(base, trips_ - 1));
   const double jittered = nominal * absl::Uniform(rng, 0.8, 1.2);
-  open_until_ns_ = absl::ToUnixNanos(now + absl::Seconds(jittered));
+  time_ns_ = absl::ToUnixNanos(now + absl::Seconds(jittered));
   state_ = BreakerState::kOpen;
   consecutive_failures_ = 0;
   probes_in_flight_ = 0;
@@ -115,7 +115,7 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
   return std::nullopt;
 }
 
-// probe_round_start_ns_ is the time of the latest probe admission (the
+// In HALF_OPEN, time_ns_ is the time of the latest probe admission (the
 // caller takes the slot when this says yes), or of the half-open transition.
 // Slots are freed only once the newest probe in flight is probe_timeout old:
 // then every probe in flight is at least that old and none has reported.
@@ -124,13 +124,13 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
 bool CircuitBreaker::ProbeSlotFree(const BreakerParams& p, absl::Time now) {
   const int64_t t = absl::ToUnixNanos(now);
   if (probes_in_flight_ > 0 &&
-      t - probe_round_start_ns_ >= absl::ToInt64Nanoseconds(p.probe_timeout)) {
+      t - time_ns_ >= absl::ToInt64Nanoseconds(p.probe_timeout)) {
     // The probes in flight never reported: give their slots to new probes.
     probes_in_flight_ = 0;
   }
   const bool free = probes_in_flight_ + probe_successes_ <
                     static_cast<uint32_t>(p.half_open_probes);
-  if (free) probe_round_start_ns_ = t;
+  if (free) time_ns_ = t;
   return free;
 }
 

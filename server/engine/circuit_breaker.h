@@ -32,8 +32,8 @@ class CircuitBreaker {
   using MaybeTransition = std::optional<BreakerTransition>;
 
   BreakerState state() const { return state_; }
-  // OPEN: when it half-opens.
-  absl::Time open_until() const { return absl::FromUnixNanos(open_until_ns_); }
+  // OPEN: when it half-opens (another time in the other states).
+  absl::Time open_until() const { return absl::FromUnixNanos(time_ns_); }
   int trips() const { return trips_; }
   int consecutive_failures() const { return consecutive_failures_; }
   int probes_in_flight() const { return probes_in_flight_; }
@@ -70,8 +70,10 @@ class CircuitBreaker {
   BreakerTransition Trip(const BreakerParams& p, absl::Time now,
                          absl::BitGenRef rng);
 
-  int64_t open_until_ns_ = 0;
-  int64_t probe_round_start_ns_ = 0;  // HALF_OPEN: current probe round
+  // OPEN: when it half-opens. HALF_OPEN: the latest probe admission (see
+  // ProbeSlotFree). Never both at once, so one field: 8 bytes less in every
+  // tracked endpoint.
+  int64_t time_ns_ = 0;
   uint32_t consecutive_failures_ = 0;
   uint16_t probes_in_flight_ = 0;
   uint16_t probe_successes_ = 0;

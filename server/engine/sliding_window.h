@@ -23,20 +23,29 @@ class SlidingWindow {
   // Moves the window so that `slot_index` (= now / slot width) is current,
   // clearing the slots that fell out.
   void Advance(int64_t slot_index) {
-    if (slot_index <= head_) {
-      if (head_ - slot_index >= kSlots) {
+    // The head is kept mod 2^32 (4 bytes less in every tracked endpoint,
+    // and 4-byte alignment) and compared by serial-number arithmetic: exact
+    // while one window's reads are less than 2^31 slots apart (13 years at
+    // the narrowest slot, 200 ms; idle endpoints are evicted within 7 days).
+    // Once per 2^32 slots (27 years at 200 ms) the ring position jumps and
+    // the newest slot's counts are dropped a slot early.
+    const uint32_t index = static_cast<uint32_t>(slot_index);
+    const int32_t gap = static_cast<int32_t>(index - head_);
+    if (gap <= 0) {
+      if (-static_cast<int64_t>(gap) >= kSlots) {
         Reset();
-        head_ = slot_index;
+        head_ = index;
       }
       return;
     }
-    const int64_t gap = slot_index - head_;
     if (gap >= kSlots) {
       for (Counts& c : slots_) c = Counts{};
     } else {
-      for (int64_t i = 1; i <= gap; ++i) slots_[(head_ + i) % kSlots] = Counts{};
+      for (uint32_t i = 1; i <= static_cast<uint32_t>(gap); ++i) {
+        slots_[(head_ + i) % kSlots] = Counts{};
+      }
     }
-    head_ = slot_index;
+    head_ = index;
   }
 
   Counts& Current() { return slots_[head_ % kSlots]; }
@@ -53,7 +62,7 @@ class SlidingWindow {
   }
 
  private:
-  int64_t head_ = 0;
+  uint32_t head_ = 0;  // slot index mod 2^32
   Counts slots_[kSlots] = {};
 };
 

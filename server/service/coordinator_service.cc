@@ -23,7 +23,12 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx,
 CoordinatorService::CoordinatorService(engine::Engine* engine,
                                        metrics::ServerMetrics* metrics,
                                        const engine::Clock* clock)
-    : engine_(engine), metrics_(metrics), clock_(clock) {}
+    : engine_(engine), metrics_(metrics), clock_(clock) {
+  SetMessageAllocatorFor_Admit(&admit_alloc_);
+  SetMessageAllocatorFor_Report(&report_alloc_);
+  SetMessageAllocatorFor_AdmitBatch(&admit_batch_alloc_);
+  SetMessageAllocatorFor_ReportBatch(&report_batch_alloc_);
+}
 
 absl::Status CoordinatorService::CheckBatchSize(int size) const {
   const int max = engine_->max_batch_size();

@@ -16,6 +16,7 @@
 #include "server/engine/clock.h"
 #include "server/engine/engine.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/arena_allocator.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 namespace stagger::service {
@@ -68,6 +69,13 @@ class CoordinatorService final
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
   const engine::Clock* clock_;
+  // Per-call arenas for the decision methods' messages.
+  ArenaMessageAllocator<v1::AdmitRequest, v1::AdmitResponse> admit_alloc_;
+  ArenaMessageAllocator<v1::ReportRequest, v1::ReportResponse> report_alloc_;
+  ArenaMessageAllocator<v1::AdmitBatchRequest, v1::AdmitBatchResponse>
+      admit_batch_alloc_;
+  ArenaMessageAllocator<v1::ReportBatchRequest, v1::ReportBatchResponse>
+      report_batch_alloc_;
 };
 
 }  // namespace stagger::service

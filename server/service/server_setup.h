@@ -15,6 +15,8 @@ inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
 // Message size limits, keepalive policy (clients may ping every 10 s, also
 // between calls: workers keep long-lived channels to the coordinator), and
 // no SO_REUSEPORT (a busy port is a start-up failure).
+// Also turns off Abseil's mutex deadlock detector for the whole process
+// (see server_setup.cc): call it before the server starts.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 
 }  // namespace stagger::service
