@@ -788,34 +788,40 @@ class EngineDecider {
   }
 };
 
-absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
-  if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+// The part of Admit and Report around the decision itself: read the clock
+// and the thread's generator, lock the endpoint's shard, find or create its
+// state, then `decide(state, policy, now, rng, untracked)` under the lock.
+template <typename Decide>
+Decision Engine::WithEndpoint(absl::string_view endpoint, Decide decide) {
   const absl::Time now = clock_->Now();
   absl::BitGenRef rng = random_->Get();
   size_t hash;
-  Shard& shard = ShardFor(in.endpoint, &hash);
+  Shard& shard = ShardFor(endpoint, &hash);
   absl::MutexLock l(&shard.mu);
   EndpointState scratch;
   const PolicyParams* policy = nullptr;
   bool untracked = false;
-  EndpointState* st = EngineDecider::Acquire(
-      *this, shard, in.endpoint, hash, now, &scratch, &policy, &untracked);
-  return EngineDecider::Admit(*this, *st, *policy, in, now, rng, untracked);
+  EndpointState* st = EngineDecider::Acquire(*this, shard, endpoint, hash, now,
+                                             &scratch, &policy, &untracked);
+  return decide(*st, *policy, now, rng, untracked);
+}
+
+absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
+  if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+  return WithEndpoint(in.endpoint, [&](EndpointState& st,
+                                       const PolicyParams& p, absl::Time now,
+                                       absl::BitGenRef rng, bool untracked) {
+    return EngineDecider::Admit(*this, st, p, in, now, rng, untracked);
+  });
 }
 
 absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
   if (absl::Status s = ValidateReport(in); !s.ok()) return s;
-  const absl::Time now = clock_->Now();
-  absl::BitGenRef rng = random_->Get();
-  size_t hash;
-  Shard& shard = ShardFor(in.endpoint, &hash);
-  absl::MutexLock l(&shard.mu);
-  EndpointState scratch;
-  const PolicyParams* policy = nullptr;
-  bool untracked = false;
-  EndpointState* st = EngineDecider::Acquire(
-      *this, shard, in.endpoint, hash, now, &scratch, &policy, &untracked);
-  return EngineDecider::Report(*this, *st, *policy, in, now, rng, untracked);
+  return WithEndpoint(in.endpoint, [&](EndpointState& st,
+                                       const PolicyParams& p, absl::Time now,
+                                       absl::BitGenRef rng, bool untracked) {
+    return EngineDecider::Report(*this, st, p, in, now, rng, untracked);
+  });
 }
 
 absl::StatusOr<EndpointSnapshot> Engine::Inspect(

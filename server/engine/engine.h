@@ -141,6 +141,9 @@ class Engine {
   struct CompiledConfig;
   struct EndpointState;
 
+  // Runs one decision on `endpoint`'s state under its shard's lock.
+  template <typename Decide>
+  Decision WithEndpoint(absl::string_view endpoint, Decide decide);
   // Evicts the shard's idle endpoints; the shard's lock is held.
   int64_t SweepShardLocked(Shard& s, absl::Time now);
 
