@@ -398,65 +398,6 @@ absl::StatusOr<ClientDecision> CoordinatorClient::LocalReport(
 // ---------------------------------------------------------------------------
 // The calls.
 
-absl::StatusOr<ClientDecision> CoordinatorClient::Admit(
-    const engine::AdmitInput& in) {
-  absl::Status cause = absl::UnavailableError(kConsideredDown);
-  if (ShouldCallCoordinator()) {
-    v1::AdmitRequest req;
-    FillAdmit(in, &req);
-    v1::AdmitResponse resp;
-    grpc::ClientContext ctx;
-    PrepareContext(&ctx);
-    const grpc::Status s = stub_->Admit(&ctx, req, &resp);
-    if (s.ok()) {
-      absl::StatusOr<ClientDecision> d =
-          resp.has_decision()
-              ? FromProto(resp.decision(), clock_->Now())
-              : absl::InternalError("coordinator answered no decision");
-      if (d.ok()) {
-        MarkUp();
-        return d;
-      }
-      MarkDown(grpc::StatusCode::INTERNAL);
-      cause = d.status();
-    } else if (absl::Status err = ClassifyRpcError(s, &cause); !err.ok()) {
-      return err;
-    }
-  }
-  return LocalAdmit(in, std::move(cause));
-}
-
-absl::StatusOr<ClientDecision> CoordinatorClient::Report(
-    const engine::ReportInput& in) {
-  absl::Status cause = absl::UnavailableError(kConsideredDown);
-  if (ShouldCallCoordinator()) {
-    v1::ReportRequest req;
-    FillReport(in, &req);
-    v1::ReportResponse resp;
-    grpc::ClientContext ctx;
-    PrepareContext(&ctx);
-    const grpc::Status s = stub_->Report(&ctx, req, &resp);
-    if (s.ok()) {
-      absl::StatusOr<ClientDecision> d =
-          resp.has_decision()
-              ? FromProto(resp.decision(), clock_->Now())
-              : absl::InternalError("coordinator answered no decision");
-      if (d.ok()) {
-        MarkUp();
-        return d;
-      }
-      MarkDown(grpc::StatusCode::INTERNAL);
-      cause = d.status();
-    } else if (absl::Status err = ClassifyRpcError(s, &cause); !err.ok()) {
-      return err;
-    }
-  }
-  return LocalReport(in, std::move(cause));
-}
-
-// ---------------------------------------------------------------------------
-// Batches.
-
 namespace {
 
 absl::Status CheckBatchSize(size_t n, int max) {
@@ -473,109 +414,139 @@ absl::Status ItemError(size_t i, const absl::Status& s) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::AdmitBatch(
-    absl::Span<const engine::AdmitInput> items) {
+template <typename Result, typename Req, typename Resp, typename Fill,
+          typename Convert, typename Local>
+absl::StatusOr<Result> CoordinatorClient::CallOrFallback(
+    grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
+                                                    const Req&, Resp*),
+    Fill fill, Convert convert, Local local) {
   absl::Status cause = absl::UnavailableError(kConsideredDown);
   if (ShouldCallCoordinator()) {
-    v1::AdmitBatchRequest req;
-    for (const engine::AdmitInput& in : items) FillAdmit(in, req.add_items());
-    v1::AdmitBatchResponse resp;
+    Req req;
+    fill(&req);
+    Resp resp;
     grpc::ClientContext ctx;
     PrepareContext(&ctx);
-    const grpc::Status s = stub_->AdmitBatch(&ctx, req, &resp);
+    const grpc::Status s = (stub_.get()->*rpc)(&ctx, req, &resp);
     if (s.ok()) {
-      const absl::Time now = clock_->Now();
-      std::vector<ClientDecision> out;
-      absl::Status bad;
-      if (static_cast<size_t>(resp.decisions_size()) != items.size()) {
-        bad = absl::InternalError("coordinator answered a batch of the "
-                                  "wrong size");
-      }
-      for (int i = 0; bad.ok() && i < resp.decisions_size(); ++i) {
-        absl::StatusOr<ClientDecision> d = FromProto(resp.decisions(i), now);
-        if (!d.ok()) bad = d.status();
-        else out.push_back(*std::move(d));
-      }
-      if (bad.ok()) {
+      absl::StatusOr<Result> d = convert(resp);
+      if (d.ok()) {
         MarkUp();
-        return out;
+        return d;
       }
       MarkDown(grpc::StatusCode::INTERNAL);
-      cause = bad;
+      cause = d.status();
     } else if (absl::Status err = ClassifyRpcError(s, &cause); !err.ok()) {
       return err;
     }
   }
-  // Local: validate everything first so that a bad item changes nothing.
+  return local(std::move(cause));
+}
+
+template <typename Resp>
+absl::StatusOr<ClientDecision> CoordinatorClient::FromResponse(
+    const Resp& resp) const {
+  return resp.has_decision()
+             ? FromProto(resp.decision(), clock_->Now())
+             : absl::InternalError("coordinator answered no decision");
+}
+
+template <typename Resp>
+absl::StatusOr<std::vector<ClientDecision>>
+CoordinatorClient::FromBatchResponse(const Resp& resp, size_t n) const {
+  const absl::Time now = clock_->Now();
+  if (static_cast<size_t>(resp.decisions_size()) != n) {
+    return absl::InternalError("coordinator answered a batch of the "
+                               "wrong size");
+  }
+  std::vector<ClientDecision> out;
+  for (int i = 0; i < resp.decisions_size(); ++i) {
+    absl::StatusOr<ClientDecision> d = FromProto(resp.decisions(i), now);
+    if (!d.ok()) return d.status();
+    out.push_back(*std::move(d));
+  }
+  return out;
+}
+
+template <typename In>
+absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::LocalBatch(
+    absl::Span<const In> items,
+    absl::Status (engine::Engine::*validate)(const In&) const,
+    absl::StatusOr<ClientDecision> (CoordinatorClient::*decide)(const In&,
+                                                                absl::Status),
+    const absl::Status& cause) {
+  // Validate everything first so that a bad item changes nothing.
   if (absl::Status s = CheckBatchSize(items.size(), local_->max_batch_size());
       !s.ok()) {
     return s;
   }
   for (size_t i = 0; i < items.size(); ++i) {
-    if (absl::Status s = local_->ValidateAdmit(items[i]); !s.ok()) {
+    if (absl::Status s = (local_.get()->*validate)(items[i]); !s.ok()) {
       return ItemError(i, s);
     }
   }
   std::vector<ClientDecision> out;
   out.reserve(items.size());
-  for (const engine::AdmitInput& in : items) {
-    absl::StatusOr<ClientDecision> d = LocalAdmit(in, cause);
+  for (const In& in : items) {
+    absl::StatusOr<ClientDecision> d = (this->*decide)(in, cause);
     if (!d.ok()) return d.status();  // validated above: not expected
     out.push_back(*std::move(d));
   }
   return out;
 }
 
+absl::StatusOr<ClientDecision> CoordinatorClient::Admit(
+    const engine::AdmitInput& in) {
+  return CallOrFallback<ClientDecision>(
+      &v1::RetryCoordinator::Stub::Admit,
+      [&](v1::AdmitRequest* req) { FillAdmit(in, req); },
+      [&](const v1::AdmitResponse& resp) { return FromResponse(resp); },
+      [&](absl::Status cause) { return LocalAdmit(in, std::move(cause)); });
+}
+
+absl::StatusOr<ClientDecision> CoordinatorClient::Report(
+    const engine::ReportInput& in) {
+  return CallOrFallback<ClientDecision>(
+      &v1::RetryCoordinator::Stub::Report,
+      [&](v1::ReportRequest* req) { FillReport(in, req); },
+      [&](const v1::ReportResponse& resp) { return FromResponse(resp); },
+      [&](absl::Status cause) { return LocalReport(in, std::move(cause)); });
+}
+
+absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::AdmitBatch(
+    absl::Span<const engine::AdmitInput> items) {
+  return CallOrFallback<std::vector<ClientDecision>>(
+      &v1::RetryCoordinator::Stub::AdmitBatch,
+      [&](v1::AdmitBatchRequest* req) {
+        for (const engine::AdmitInput& in : items) {
+          FillAdmit(in, req->add_items());
+        }
+      },
+      [&](const v1::AdmitBatchResponse& resp) {
+        return FromBatchResponse(resp, items.size());
+      },
+      [&](absl::Status cause) {
+        return LocalBatch(items, &engine::Engine::ValidateAdmit,
+                          &CoordinatorClient::LocalAdmit, cause);
+      });
+}
+
 absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::ReportBatch(
     absl::Span<const engine::ReportInput> items) {
-  absl::Status cause = absl::UnavailableError(kConsideredDown);
-  if (ShouldCallCoordinator()) {
-    v1::ReportBatchRequest req;
-    for (const engine::ReportInput& in : items) FillReport(in, req.add_items());
-    v1::ReportBatchResponse resp;
-    grpc::ClientContext ctx;
-    PrepareContext(&ctx);
-    const grpc::Status s = stub_->ReportBatch(&ctx, req, &resp);
-    if (s.ok()) {
-      const absl::Time now = clock_->Now();
-      std::vector<ClientDecision> out;
-      absl::Status bad;
-      if (static_cast<size_t>(resp.decisions_size()) != items.size()) {
-        bad = absl::InternalError("coordinator answered a batch of the "
-                                  "wrong size");
-      }
-      for (int i = 0; bad.ok() && i < resp.decisions_size(); ++i) {
-        absl::StatusOr<ClientDecision> d = FromProto(resp.decisions(i), now);
-        if (!d.ok()) bad = d.status();
-        else out.push_back(*std::move(d));
-      }
-      if (bad.ok()) {
-        MarkUp();
-        return out;
-      }
-      MarkDown(grpc::StatusCode::INTERNAL);
-      cause = bad;
-    } else if (absl::Status err = ClassifyRpcError(s, &cause); !err.ok()) {
-      return err;
-    }
-  }
-  if (absl::Status s = CheckBatchSize(items.size(), local_->max_batch_size());
-      !s.ok()) {
-    return s;
-  }
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (absl::Status s = local_->ValidateReport(items[i]); !s.ok()) {
-      return ItemError(i, s);
-    }
-  }
-  std::vector<ClientDecision> out;
-  out.reserve(items.size());
-  for (const engine::ReportInput& in : items) {
-    absl::StatusOr<ClientDecision> d = LocalReport(in, cause);
-    if (!d.ok()) return d.status();
-    out.push_back(*std::move(d));
-  }
-  return out;
+  return CallOrFallback<std::vector<ClientDecision>>(
+      &v1::RetryCoordinator::Stub::ReportBatch,
+      [&](v1::ReportBatchRequest* req) {
+        for (const engine::ReportInput& in : items) {
+          FillReport(in, req->add_items());
+        }
+      },
+      [&](const v1::ReportBatchResponse& resp) {
+        return FromBatchResponse(resp, items.size());
+      },
+      [&](absl::Status cause) {
+        return LocalBatch(items, &engine::Engine::ValidateReport,
+                          &CoordinatorClient::LocalReport, cause);
+      });
 }
 
 }  // namespace stagger::client

@@ -229,6 +229,34 @@ class CoordinatorClient final : public Coordinator {
   absl::StatusOr<ClientDecision> LocalReport(const engine::ReportInput& in,
                                              absl::Status cause);
 
+  // The shape every call shares (defined in the .cc). If the coordinator is
+  // to be called: fill(&req), call `rpc`, convert(resp). A usable answer
+  // marks it up and is returned; INVALID_ARGUMENT is returned as the error;
+  // any other RPC error, or an unusable answer (INTERNAL), marks it down and
+  // becomes the fallback cause. Otherwise (or then) returns local(cause).
+  template <typename Result, typename Req, typename Resp, typename Fill,
+            typename Convert, typename Local>
+  absl::StatusOr<Result> CallOrFallback(
+      grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
+                                                      const Req&, Resp*),
+      Fill fill, Convert convert, Local local);
+  // A single call's answer; INTERNAL if it has no usable decision.
+  template <typename Resp>
+  absl::StatusOr<ClientDecision> FromResponse(const Resp& resp) const;
+  // A batch's answer; INTERNAL unless it has n usable decisions.
+  template <typename Resp>
+  absl::StatusOr<std::vector<ClientDecision>> FromBatchResponse(
+      const Resp& resp, size_t n) const;
+  // Batch fallback: checks the size and validate()s every item (an error
+  // names the item), then decide()s each item with `cause`.
+  template <typename In>
+  absl::StatusOr<std::vector<ClientDecision>> LocalBatch(
+      absl::Span<const In> items,
+      absl::Status (engine::Engine::*validate)(const In&) const,
+      absl::StatusOr<ClientDecision> (CoordinatorClient::*decide)(
+          const In&, absl::Status),
+      const absl::Status& cause);
+
   const ClientOptions options_;
   const engine::Clock* clock_;
   engine::RandomSource* random_;
