@@ -32,7 +32,6 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/registry.h"
@@ -62,8 +61,6 @@ ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(1),
 
 namespace stagger {
 namespace {
-
-constexpr char kServiceName[] = "stagger.v1.RetryCoordinator";
 
 void Log(const std::string& line) {
   std::fprintf(stderr, "staggerd: %s\n", line.c_str());
@@ -133,23 +130,16 @@ int Run() {
 
   service::CoordinatorService service(&engine, &server_metrics,
                                       engine::RealClock::Instance());
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  service::ConfigureServerBuilder(builder);
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    Log(absl::StrCat("cannot listen on ", address,
-                     " (address in use, or malformed?)"));
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started_server =
+      service::StartServer(address, &service, &port);
+  if (!started_server.ok()) {
+    Log(std::string(started_server.status().message()));
     return 1;
   }
+  std::unique_ptr<grpc::Server> server = *std::move(started_server);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(true);
-  health->SetServingStatus(kServiceName, true);
 
   std::unique_ptr<config::ConfigReloader> reloader;
   if (!config_path.empty()) {
@@ -196,7 +186,7 @@ int Run() {
     break;
   }
 
-  health->SetServingStatus(kServiceName, false);
+  health->SetServingStatus(service::kCoordinatorServiceName, false);
   health->SetServingStatus(false);
   absl::SleepFor(absl::GetFlag(FLAGS_drain_grace));
   server->Shutdown(std::chrono::system_clock::now() +

@@ -28,7 +28,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/service/server_setup.h"
@@ -46,7 +45,6 @@ ABSL_FLAG(std::string, address, "127.0.0.1:0",
 namespace stagger::bench {
 namespace {
 
-constexpr char kServiceName[] = "stagger.v1.RetryCoordinator";
 constexpr int32_t kAdmitDelayNanos = 25 * 1000 * 1000;    // 25 ms
 constexpr int32_t kReportDelayNanos = 200 * 1000 * 1000;  // 200 ms
 
@@ -150,23 +148,17 @@ int Main() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   NoopService service;
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  service::ConfigureServerBuilder(builder);
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "stagger-noop-server: cannot listen on %s\n",
-                 address.c_str());
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started =
+      service::StartServer(address, &service, &port);
+  if (!started.ok()) {
+    std::fprintf(stderr, "stagger-noop-server: %s\n",
+                 std::string(started.status().message()).c_str());
     return 1;
   }
+  std::unique_ptr<grpc::Server> server = *std::move(started);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(true);
-  health->SetServingStatus(kServiceName, true);
   const std::string host = address.substr(0, address.rfind(':'));
   std::fprintf(stderr, "stagger-noop-server: listening on %s:%d\n",
                host.c_str(), port);

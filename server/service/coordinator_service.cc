@@ -62,63 +62,53 @@ grpc::Status CoordinatorService::DoReport(const v1::ReportRequest& req,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::DoAdmitBatch(const v1::AdmitBatchRequest& req,
-                                              v1::AdmitBatchResponse* resp) {
+// One batch: size check, every item converted and validated before any is
+// decided (so a bad item changes nothing), then each decided in order.
+// `validate` and `decide` are the engine's ValidateAdmit/Admit or
+// ValidateReport/Report.
+template <typename Input, typename Request, typename Response>
+grpc::Status CoordinatorService::DoBatch(
+    const Request& req, Response* resp, ServerMetrics::Method method,
+    ServerMetrics::Call call,
+    absl::Status (engine::Engine::*validate)(const Input&) const,
+    absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&)) {
   if (absl::Status s = CheckBatchSize(req.items_size()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  if (metrics_) {
-    metrics_->RecordBatchSize(ServerMetrics::Method::kAdmitBatch,
-                              req.items_size());
-  }
-  // Validate every item before deciding any, so a bad item changes nothing.
-  std::vector<engine::AdmitInput> inputs;
+  if (metrics_) metrics_->RecordBatchSize(method, req.items_size());
+  std::vector<Input> inputs;
   inputs.reserve(req.items_size());
   for (int i = 0; i < req.items_size(); ++i) {
-    absl::StatusOr<engine::AdmitInput> in = FromProto(req.items(i));
+    absl::StatusOr<Input> in = FromProto(req.items(i));
     if (!in.ok()) return ToGrpcStatus(PrefixItem(in.status(), i));
-    if (absl::Status s = engine_->ValidateAdmit(*in); !s.ok()) {
+    if (absl::Status s = (engine_->*validate)(*in); !s.ok()) {
       return ToGrpcStatus(PrefixItem(s, i));
     }
     inputs.push_back(*in);
   }
   resp->mutable_decisions()->Reserve(req.items_size());
-  for (const engine::AdmitInput& in : inputs) {
-    absl::StatusOr<engine::Decision> d = engine_->Admit(in);
+  for (const Input& in : inputs) {
+    absl::StatusOr<engine::Decision> d = (engine_->*decide)(in);
     if (!d.ok()) return ToGrpcStatus(d.status());  // validated: not reached
-    if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *d);
+    if (metrics_) metrics_->RecordDecision(call, *d);
     ToProto(*d, clock_->Now(), resp->add_decisions());
   }
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorService::DoAdmitBatch(const v1::AdmitBatchRequest& req,
+                                              v1::AdmitBatchResponse* resp) {
+  return DoBatch<engine::AdmitInput>(
+      req, resp, ServerMetrics::Method::kAdmitBatch, ServerMetrics::Call::kAdmit,
+      &engine::Engine::ValidateAdmit, &engine::Engine::Admit);
+}
+
 grpc::Status CoordinatorService::DoReportBatch(
     const v1::ReportBatchRequest& req, v1::ReportBatchResponse* resp) {
-  if (absl::Status s = CheckBatchSize(req.items_size()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  if (metrics_) {
-    metrics_->RecordBatchSize(ServerMetrics::Method::kReportBatch,
-                              req.items_size());
-  }
-  std::vector<engine::ReportInput> inputs;
-  inputs.reserve(req.items_size());
-  for (int i = 0; i < req.items_size(); ++i) {
-    absl::StatusOr<engine::ReportInput> in = FromProto(req.items(i));
-    if (!in.ok()) return ToGrpcStatus(PrefixItem(in.status(), i));
-    if (absl::Status s = engine_->ValidateReport(*in); !s.ok()) {
-      return ToGrpcStatus(PrefixItem(s, i));
-    }
-    inputs.push_back(*in);
-  }
-  resp->mutable_decisions()->Reserve(req.items_size());
-  for (const engine::ReportInput& in : inputs) {
-    absl::StatusOr<engine::Decision> d = engine_->Report(in);
-    if (!d.ok()) return ToGrpcStatus(d.status());  // validated: not reached
-    if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kReport, *d);
-    ToProto(*d, clock_->Now(), resp->add_decisions());
-  }
-  return grpc::Status::OK;
+  return DoBatch<engine::ReportInput>(
+      req, resp, ServerMetrics::Method::kReportBatch,
+      ServerMetrics::Call::kReport, &engine::Engine::ValidateReport,
+      &engine::Engine::Report);
 }
 
 grpc::Status CoordinatorService::DoGetEndpoint(const v1::GetEndpointRequest& req,

@@ -65,6 +65,12 @@ class CoordinatorService final
 
  private:
   absl::Status CheckBatchSize(int size) const;
+  template <typename Input, typename Request, typename Response>
+  grpc::Status DoBatch(
+      const Request& req, Response* resp, metrics::ServerMetrics::Method method,
+      metrics::ServerMetrics::Call call,
+      absl::Status (engine::Engine::*validate)(const Input&) const,
+      absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&));
 
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;

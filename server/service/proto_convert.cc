@@ -51,23 +51,30 @@ void ToProto(absl::Time t, google::protobuf::Timestamp* out) {
       absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(s))));
 }
 
+// The optional deadline and first_attempt_time both requests carry.
+template <typename Request, typename Input>
+absl::Status ReadTimes(const Request& req, Input* in) {
+  if (req.has_deadline()) {
+    absl::StatusOr<absl::Time> t = FromProto(req.deadline(), "deadline");
+    if (!t.ok()) return t.status();
+    in->deadline = *t;
+  }
+  if (req.has_first_attempt_time()) {
+    absl::StatusOr<absl::Time> t =
+        FromProto(req.first_attempt_time(), "first_attempt_time");
+    if (!t.ok()) return t.status();
+    in->first_attempt_time = *t;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<engine::AdmitInput> FromProto(const v1::AdmitRequest& req) {
   engine::AdmitInput in;
   in.endpoint = req.endpoint();
   in.attempt = req.attempt();
-  if (req.has_deadline()) {
-    absl::StatusOr<absl::Time> t = FromProto(req.deadline(), "deadline");
-    if (!t.ok()) return t.status();
-    in.deadline = *t;
-  }
-  if (req.has_first_attempt_time()) {
-    absl::StatusOr<absl::Time> t =
-        FromProto(req.first_attempt_time(), "first_attempt_time");
-    if (!t.ok()) return t.status();
-    in.first_attempt_time = *t;
-  }
+  if (absl::Status st = ReadTimes(req, &in); !st.ok()) return st;
   return in;
 }
 
@@ -95,17 +102,7 @@ absl::StatusOr<engine::ReportInput> FromProto(const v1::ReportRequest& req) {
     if (!d.ok()) return d.status();
     in.retry_after = *d;
   }
-  if (req.has_deadline()) {
-    absl::StatusOr<absl::Time> t = FromProto(req.deadline(), "deadline");
-    if (!t.ok()) return t.status();
-    in.deadline = *t;
-  }
-  if (req.has_first_attempt_time()) {
-    absl::StatusOr<absl::Time> t =
-        FromProto(req.first_attempt_time(), "first_attempt_time");
-    if (!t.ok()) return t.status();
-    in.first_attempt_time = *t;
-  }
+  if (absl::Status st = ReadTimes(req, &in); !st.ok()) return st;
   return in;
 }
 

@@ -1,7 +1,10 @@
 #include "server/service/server_setup.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "grpc/grpc.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 
 namespace stagger::service {
 
@@ -21,6 +24,26 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, grpc::Service* service, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  *port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address, " (address in use, or malformed?)"));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus(kCoordinatorServiceName, true);
+  return server;
 }
 
 }  // namespace stagger::service

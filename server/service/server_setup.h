@@ -4,6 +4,11 @@
 #ifndef STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
 #define STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
 
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
 #include "grpcpp/server_builder.h"
 
 namespace stagger::service {
@@ -18,6 +23,17 @@ inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
 // Also turns off Abseil's mutex deadlock detector for the whole process
 // (see server_setup.cc): call it before the server starts.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+
+// A started server on `address` (host:port, port 0 = any free one) serving
+// `service` with the settings above, the gRPC health service (SERVING for ""
+// and for stagger.v1.RetryCoordinator) and server reflection. `*port` gets
+// the bound port. Unavailable, naming the address, if it cannot listen.
+// `service` must outlive the server.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, grpc::Service* service, int* port);
+
+// The service name the health service reports for the coordinator.
+inline constexpr char kCoordinatorServiceName[] = "stagger.v1.RetryCoordinator";
 
 }  // namespace stagger::service
 
