@@ -43,8 +43,13 @@ enum class Reason : uint8_t {
   kHalfOpenBusy = 11,
   kRetryAfterWindow = 12,
   kAdmitted = 13,
+  // DEFER: the endpoint's release queue has no room at its learned pace now.
+  kPaced = 14,
+  // PROCEED: the last attempt that can start before the deadline (it goes
+  // even through an open breaker or a Retry-After window).
+  kLastChance = 15,
 };
-inline constexpr int kMaxReason = 13;
+inline constexpr int kMaxReason = 15;
 
 enum class BreakerState : uint8_t { kClosed = 1, kOpen = 2, kHalfOpen = 3 };
 inline constexpr int kNumBreakerStates = 3;

@@ -238,8 +238,10 @@ void ValidateDeferral(const DeferralParams& d, const std::string& path,
                       Errors& e) {
   e.Duration(path + ".spread", d.spread, absl::ZeroDuration(),
              absl::Minutes(10));
-  e.Double(path + ".release_rate_per_second", d.release_rate_per_second, 1,
-           1e6);
+  if (d.release_rate_per_second != 0) {
+    e.Double(path + ".release_rate_per_second", d.release_rate_per_second, 1,
+             1e6);
+  }
 }
 
 void ValidatePolicy(const PolicyParams& p, const std::string& path, Errors& e) {

@@ -50,7 +50,7 @@ struct BreakerParams {
   // fleet-wide, so probing often is cheap and a recovery is noticed within
   // seconds (bench/sim: 5s/60s reaches 99% delivered ~12 s later).
   absl::Duration open_base = absl::Seconds(1);     // 10ms..1h
-  absl::Duration open_max = absl::Seconds(4);      // open_base..1 day
+  absl::Duration open_max = absl::Seconds(2);      // open_base..1 day
   int half_open_probes = 5;        // 1..1000, fleet-wide
   int close_after_successes = 3;   // 1..half_open_probes
   absl::Duration probe_timeout = absl::Seconds(10);  // 100ms..10min
@@ -58,10 +58,10 @@ struct BreakerParams {
 
 struct DeferralParams {
   absl::Duration spread = absl::Seconds(1);  // 0..10min
-  // Deferred deliveries released per second, at most: the ceiling of the
-  // endpoint's adaptive release pace (engine.h), which halves on failures
-  // while a backlog is released and grows back, never below 1/64 of this.
-  double release_rate_per_second = 1000.0;   // 1..1e6
+  // An operator's cap on the endpoint's learned release pace
+  // (capacity_estimator.h), deliveries/s. 0 = no cap (the default): the
+  // pace is learned from the endpoint's answers alone.
+  double release_rate_per_second = 0;   // 0 or 1..1e6
 };
 
 struct PolicyParams {
