@@ -10,12 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +24,7 @@
 #include "google/protobuf/stubs/stringpiece.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/config/json_scanner.h"
 
 namespace stagger::config {
 namespace {
@@ -111,282 +109,11 @@ absl::StatusOr<pb::Config> ParseTextproto(absl::string_view text,
 // ---------------------------------------------------------------------------
 // JSON.
 
-// proto field name of a JSON key: the parser accepts both the proto name
-// ("max_key_bytes") and the lowerCamel JSON name ("maxKeyBytes").
-std::string ProtoName(absl::string_view key) {
-  std::string out;
-  out.reserve(key.size() + 4);
-  for (char c : key) {
-    if (absl::ascii_isupper(static_cast<unsigned char>(c))) {
-      out += '_';
-      out += absl::ascii_tolower(static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// A strict RFC 8259 syntax check that also records where each value is, by
-// the path the protobuf JSON parser uses in its errors
-// ("overrides[1].policy.budget.ratio"), so that its first error can be given
-// a line and column. Recursive, depth-limited.
-class JsonScanner {
- public:
-  explicit JsonScanner(absl::string_view text) : s_(text) {}
-
-  // False on the first syntax error, described by error().
-  bool Scan() {
-    SkipWhitespace();
-    if (!Value("", 0)) return false;
-    SkipWhitespace();
-    if (pos_ != s_.size()) return Fail("unexpected text after the JSON value");
-    return true;
-  }
-
-  const Located& error() const { return error_; }
-
-  // Position of the key (or array element) at `path`; {0, 0} if unknown.
-  std::pair<int, int> Find(const std::string& path) const {
-    auto it = positions_.find(path);
-    return it == positions_.end() ? std::pair<int, int>{0, 0} : it->second;
-  }
-
- private:
-  static constexpr int kMaxDepth = 64;
-
-  std::pair<int, int> Here() const {
-    return {line_, static_cast<int>(pos_ - line_start_) + 1};
-  }
-
-  bool Fail(absl::string_view message) {
-    auto [line, column] = Here();
-    error_ = {line, column, std::string(message)};
-    return false;
-  }
-
-  bool AtEnd() const { return pos_ >= s_.size(); }
-  char Peek() const { return s_[pos_]; }
-
-  void Advance() {
-    if (s_[pos_] == '\n') {
-      ++line_;
-      line_start_ = pos_ + 1;
-    }
-    ++pos_;
-  }
-
-  void SkipWhitespace() {
-    while (!AtEnd() && (Peek() == ' ' || Peek() == '\t' || Peek() == '\n' ||
-                        Peek() == '\r')) {
-      Advance();
-    }
-  }
-
-  bool Value(const std::string& path, int depth) {
-    if (depth > kMaxDepth) return Fail("JSON nested too deeply");
-    if (AtEnd()) return Fail("unexpected end of input, expected a value");
-    switch (Peek()) {
-      case '{':
-        return Object(path, depth);
-      case '[':
-        return Array(path, depth);
-      case '"':
-        return String(nullptr);
-      case 't':
-        return Literal("true");
-      case 'f':
-        return Literal("false");
-      case 'n':
-        return Literal("null");
-      default:
-        if (Peek() == '-' || absl::ascii_isdigit(Peek())) return Number();
-        return Fail(absl::StrCat("unexpected character '",
-                                 absl::CEscape(absl::string_view(&s_[pos_], 1)),
-                                 "', expected a value"));
-    }
-  }
-
-  bool Object(const std::string& path, int depth) {
-    Advance();  // '{'
-    SkipWhitespace();
-    if (!AtEnd() && Peek() == '}') {
-      Advance();
-      return true;
-    }
-    absl::flat_hash_set<std::string> seen;
-    while (true) {
-      SkipWhitespace();
-      if (AtEnd() || Peek() != '"') {
-        return Fail("expected a string key (trailing commas are not JSON)");
-      }
-      const std::pair<int, int> key_at = Here();
-      std::string key;
-      if (!String(&key)) return false;
-      std::string name = ProtoName(key);
-      if (!seen.insert(name).second) {
-        error_ = {key_at.first, key_at.second,
-                  absl::StrCat("duplicate key \"", key, "\"")};
-        return false;
-      }
-      std::string child = path.empty() ? name : absl::StrCat(path, ".", name);
-      positions_.emplace(child, key_at);
-      SkipWhitespace();
-      if (AtEnd() || Peek() != ':') return Fail("expected ':' after the key");
-      Advance();
-      SkipWhitespace();
-      if (!Value(child, depth + 1)) return false;
-      SkipWhitespace();
-      if (AtEnd()) return Fail("unexpected end of input, expected ',' or '}'");
-      if (Peek() == ',') {
-        Advance();
-        continue;
-      }
-      if (Peek() == '}') {
-        Advance();
-        return true;
-      }
-      return Fail("expected ',' or '}'");
-    }
-  }
-
-  bool Array(const std::string& path, int depth) {
-    Advance();  // '['
-    SkipWhitespace();
-    if (!AtEnd() && Peek() == ']') {
-      Advance();
-      return true;
-    }
-    for (int i = 0;; ++i) {
-      SkipWhitespace();
-      std::string child = absl::StrCat(path, "[", i, "]");
-      positions_.emplace(child, Here());
-      if (!AtEnd() && Peek() == ']') {
-        return Fail("expected a value (trailing commas are not JSON)");
-      }
-      if (!Value(child, depth + 1)) return false;
-      SkipWhitespace();
-      if (AtEnd()) return Fail("unexpected end of input, expected ',' or ']'");
-      if (Peek() == ',') {
-        Advance();
-        continue;
-      }
-      if (Peek() == ']') {
-        Advance();
-        return true;
-      }
-      return Fail("expected ',' or ']'");
-    }
-  }
-
-  // A string at pos_ ('"'). Escapes are checked; `out`, if given, gets the
-  // content with simple escapes decoded (\u sequences are kept as written:
-  // keys are only used to locate errors).
-  bool String(std::string* out) {
-    Advance();  // '"'
-    while (true) {
-      if (AtEnd()) return Fail("unterminated string");
-      const char c = Peek();
-      if (c == '"') {
-        Advance();
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return Fail("control character in string (escape it)");
-      }
-      if (c != '\\') {
-        if (out != nullptr) *out += c;
-        Advance();
-        continue;
-      }
-      Advance();  // '\\'
-      if (AtEnd()) return Fail("unterminated string");
-      const char e = Peek();
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          if (out != nullptr) *out += e;
-          break;
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-          if (out != nullptr) absl::StrAppend(out, "\\", std::string(1, e));
-          break;
-        case 'u':
-          if (out != nullptr) *out += "\\u";
-          for (int i = 0; i < 4; ++i) {
-            Advance();
-            if (AtEnd() || !absl::ascii_isxdigit(Peek())) {
-              return Fail("\\u must be followed by 4 hex digits");
-            }
-            if (out != nullptr) *out += Peek();
-          }
-          break;
-        default:
-          return Fail(absl::StrCat("invalid escape '\\",
-                                   absl::CEscape(std::string(1, e)), "'"));
-      }
-      Advance();
-    }
-  }
-
-  bool Digits() {
-    if (AtEnd() || !absl::ascii_isdigit(Peek()))
-      return Fail("expected a digit");
-    while (!AtEnd() && absl::ascii_isdigit(Peek())) Advance();
-    return true;
-  }
-
-  bool Number() {
-    if (Peek() == '-') Advance();
-    if (AtEnd()) return Fail("expected a digit");
-    if (Peek() == '0') {
-      Advance();
-      if (!AtEnd() && absl::ascii_isdigit(Peek())) {
-        return Fail("leading zeros are not allowed in JSON numbers");
-      }
-    } else if (!Digits()) {
-      return false;
-    }
-    if (!AtEnd() && Peek() == '.') {
-      Advance();
-      if (!Digits()) return false;
-    }
-    if (!AtEnd() && (Peek() == 'e' || Peek() == 'E')) {
-      Advance();
-      if (!AtEnd() && (Peek() == '+' || Peek() == '-')) Advance();
-      if (!Digits()) return false;
-    }
-    return true;
-  }
-
-  bool Literal(absl::string_view word) {
-    if (!absl::StartsWith(s_.substr(pos_), word)) {
-      return Fail(absl::StrCat("unexpected text, expected a value"));
-    }
-    for (size_t i = 0; i < word.size(); ++i) Advance();
-    if (!AtEnd() && absl::ascii_isalnum(Peek())) {
-      return Fail("unexpected text, expected a value");
-    }
-    return true;
-  }
-
-  absl::string_view s_;
-  size_t pos_ = 0;
-  int line_ = 1;
-  size_t line_start_ = 0;
-  Located error_;
-  absl::flat_hash_map<std::string, std::pair<int, int>> positions_;
-};
-
 // Turns an error of the protobuf JSON parser into a located one. Its
 // messages look like "(default_policy.backoff) bse: Cannot find field.",
 // "(limits.max_endpoints): invalid value 1e+20 for type TYPE_INT64" or,
 // at the root, "foo: Cannot find field.".
-Located LocateJsonError(absl::string_view message, const JsonScanner& scan) {
+Located LocateJsonError(absl::string_view message, const JsonScan& scan) {
   // Only the first line: some messages append an excerpt of the input.
   message = message.substr(0, message.find('\n'));
   std::string path;
@@ -405,28 +132,32 @@ Located LocateJsonError(absl::string_view message, const JsonScanner& scan) {
         const size_t colon = after.find(": ");
         if (colon != absl::string_view::npos) {
           absl::StrAppend(&path, path.empty() ? "" : ".",
-                          ProtoName(after.substr(0, colon)));
+                          JsonKeyToProtoName(after.substr(0, colon)));
           rest = std::string(after.substr(colon + 2));
           have_path = true;
         }
       }
     }
   } else if (absl::EndsWith(message, ": Cannot find field.")) {
-    path = ProtoName(message.substr(0, message.find(": ")));
+    path = JsonKeyToProtoName(message.substr(0, message.find(": ")));
     rest = "Cannot find field.";
     have_path = true;
   }
   if (!have_path) return {0, 0, std::string(message)};
   if (rest == "Cannot find field.") rest = "unknown field";
-  auto [line, column] = scan.Find(path);
-  return {line, column,
+  const TextPosition at = scan.Find(path);
+  return {at.line, at.column,
           absl::StrCat(path.empty() ? "(root)" : path, ": ", rest)};
 }
 
 absl::StatusOr<pb::Config> ParseJson(absl::string_view text,
                                      absl::string_view file) {
-  JsonScanner scan(text);
-  if (!scan.Scan()) return LocatedToStatus({scan.error()}, file);
+  const JsonScan scan = ScanJson(text);
+  if (scan.error.has_value()) {
+    return LocatedToStatus(
+        {{scan.error->at.line, scan.error->at.column, scan.error->message}},
+        file);
+  }
   pb::Config config;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
