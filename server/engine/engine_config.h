@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/engine/validation_errors.h"
 
 namespace stagger::engine {
 
@@ -98,9 +99,12 @@ struct EngineConfig {
 bool GlobMatch(absl::string_view pattern, absl::string_view text);
 
 // Every range error in `config`, one per line, each starting with its field
-// path (e.g. "overrides[1].policy.backoff.cap: must be >= base (200ms)").
-// OK if none.
+// path (e.g. "overrides[1].policy.backoff.cap: must be >= base (0.2s), got
+// 0.1s"), in field order. OK if none.
 absl::Status ValidateEngineConfig(const EngineConfig& config);
+
+// The same errors as data: appended to *errors, below its current path.
+void ValidateEngineConfig(const EngineConfig& config, ValidationErrors* errors);
 
 }  // namespace stagger::engine
 
