@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/engine/config_ranges.h"
 #include "server/engine/validation_errors.h"
 
 namespace stagger::engine {
@@ -102,54 +103,53 @@ std::string Secs(absl::Duration d) {
   return out;
 }
 
-// Range checks of one field, named by `name` below the current path of `e`.
+using Scoped = ValidationErrors::ScopedField;
 
-// Inclusive range [lo, hi].
-void CheckInt(ValidationErrors* e, absl::string_view name, int64_t v,
-              int64_t lo, int64_t hi) {
-  if (v < lo || v > hi) {
-    ValidationErrors::ScopedField field(e, name);
-    e->Add(absl::StrCat("must be in [", lo, ", ", hi, "], got ", v));
-  }
-}
+std::string Text(int64_t v) { return absl::StrCat(v); }
+std::string Text(double v) { return absl::StrCat(v); }
+std::string Text(absl::Duration v) { return Secs(v); }
 
-// [lo, hi], or (lo, hi] when `lo_open`; NaN and infinities are refused.
-void CheckDouble(ValidationErrors* e, absl::string_view name, double v,
-                 double lo, double hi, bool lo_open = false) {
-  ValidationErrors::ScopedField field(e, name);
-  if (!std::isfinite(v)) {
-    e->Add(absl::StrCat("must be a finite number, got ", v));
-  } else if ((lo_open ? v <= lo : v < lo) || v > hi) {
-    e->Add(absl::StrCat("must be in ", lo_open ? "(" : "[", lo, ", ", hi,
-                        "], got ", v));
-  }
-}
-
-// Inclusive range [lo, hi]. Returns whether `v` was in range.
-bool CheckDuration(ValidationErrors* e, absl::string_view name,
-                   absl::Duration v, absl::Duration lo, absl::Duration hi) {
-  if (v >= lo && v <= hi) return true;
-  ValidationErrors::ScopedField field(e, name);
-  e->Add(absl::StrCat("must be in [", Secs(lo), ", ", Secs(hi), "], got ",
-                      Secs(v)));
+// The value of `range`'s field, below the current path of `e`. Returns
+// whether it is in range.
+template <typename T>
+bool Check(ValidationErrors* e, const FieldRange<T>& range, T v) {
+  if (range.Contains(v)) return true;
+  Scoped field(e, range.field);
+  e->Add(absl::StrCat("must be in ", range.lo_open ? "(" : "[", Text(range.lo),
+                      ", ", Text(range.hi), "], got ", Text(v)));
   return false;
 }
 
-// [other, hi] where `other` is the value of the sibling field `other_name`
-// (already known to be in its own range).
-void CheckDurationAtLeast(ValidationErrors* e, absl::string_view name,
-                          absl::Duration v, absl::string_view other_name,
-                          absl::Duration other, absl::Duration hi) {
-  ValidationErrors::ScopedField field(e, name);
-  if (v < other) {
-    e->Add(absl::StrCat("must be >= ", other_name, " (", Secs(other), "), got ",
-                        Secs(v)));
-  } else if (v > hi) {
-    e->Add(absl::StrCat("must be <= ", Secs(hi), ", got ", Secs(v)));
+// Real numbers must be finite first (NaN compares false to every bound).
+bool Check(ValidationErrors* e, const RealRange& range, double v) {
+  if (!std::isfinite(v)) {
+    Scoped field(e, range.field);
+    e->Add(absl::StrCat("must be a finite number, got ", v));
+    return false;
   }
+  return Check<double>(e, range, v);
 }
 
-constexpr absl::Duration kDay = absl::Hours(24);
+// A real number outside the ranges table (see ValidateDeferral).
+void CheckDouble(ValidationErrors* e, absl::string_view name, double v,
+                 double lo, double hi) {
+  Check(e, RealRange{"", name, lo, hi, lo}, v);
+}
+
+// `range`'s field must be at least `other` (the value of the sibling field
+// `other_range`, already known to be in its own range) and at most its own
+// upper bound.
+void CheckAtLeast(ValidationErrors* e, const DurationRange& range,
+                  absl::Duration v, const DurationRange& other_range,
+                  absl::Duration other) {
+  Scoped field(e, range.field);
+  if (v < other) {
+    e->Add(absl::StrCat("must be >= ", other_range.field, " (", Secs(other),
+                        "), got ", Secs(v)));
+  } else if (v > range.hi) {
+    e->Add(absl::StrCat("must be <= ", Secs(range.hi), ", got ", Secs(v)));
+  }
+}
 
 void ValidateBackoff(const BackoffParams& b, ValidationErrors* e) {
   switch (b.kind) {
@@ -159,89 +159,92 @@ void ValidateBackoff(const BackoffParams& b, ValidationErrors* e) {
     case BackoffKind::kDecorrelatedJitter:
       break;
     default: {
-      ValidationErrors::ScopedField field(e, "kind");
+      Scoped field(e, "kind");
       e->Add(absl::StrCat("unknown value ", static_cast<int>(b.kind)));
     }
   }
-  // base: 1ms..cap; cap: base..1h. The relation is reported on cap, and
-  // only when base itself is in range (otherwise base's error says it all).
-  const bool base_ok =
-      CheckDuration(e, "base", b.base, absl::Milliseconds(1), absl::Hours(1));
-  if (base_ok) {
-    CheckDurationAtLeast(e, "cap", b.cap, "base", b.base, absl::Hours(1));
+  // cap >= base is reported on cap, and only when base itself is in range
+  // (otherwise base's error says it all).
+  if (Check(e, ranges::kBackoffBase, b.base)) {
+    CheckAtLeast(e, ranges::kBackoffCap, b.cap, ranges::kBackoffBase, b.base);
   } else {
-    CheckDuration(e, "cap", b.cap, absl::Milliseconds(1), absl::Hours(1));
+    Check(e, ranges::kBackoffCap, b.cap);
   }
-  CheckInt(e, "max_attempts", b.max_attempts, 1, 100);
-  CheckDuration(e, "initial_jitter", b.initial_jitter, absl::ZeroDuration(),
-                absl::Seconds(10));
-  CheckDuration(e, "retry_after_max", b.retry_after_max, absl::ZeroDuration(),
-                kDay);
-  CheckDuration(e, "horizon", b.horizon, absl::ZeroDuration(), 7 * kDay);
+  Check<int64_t>(e, ranges::kBackoffMaxAttempts, b.max_attempts);
+  Check(e, ranges::kBackoffInitialJitter, b.initial_jitter);
+  Check(e, ranges::kBackoffRetryAfterMax, b.retry_after_max);
+  Check(e, ranges::kBackoffHorizon, b.horizon);
 }
 
 void ValidateBudget(const BudgetParams& b, ValidationErrors* e) {
-  CheckDouble(e, "ratio", b.ratio, 0, 10);
-  CheckDouble(e, "min_retries_per_second", b.min_retries_per_second, 0, 1e6);
-  CheckDuration(e, "window", b.window, absl::Seconds(1), absl::Minutes(10));
+  Check(e, ranges::kBudgetRatio, b.ratio);
+  Check(e, ranges::kBudgetMinRetriesPerSecond, b.min_retries_per_second);
+  Check(e, ranges::kBudgetWindow, b.window);
 }
 
-// close_after_successes: 1..half_open_probes, once half_open_probes is
-// known to be in its own range (1..1000); else 1..1000.
+// close_after_successes <= half_open_probes, once half_open_probes is
+// known to be in its own range; else close_after_successes' own range.
 void ValidateCloseAfterSuccesses(const BreakerParams& b, ValidationErrors* e) {
-  if (b.half_open_probes < 1 || b.half_open_probes > 1000) {
-    CheckInt(e, "close_after_successes", b.close_after_successes, 1, 1000);
+  const IntRange& range = ranges::kBreakerCloseAfterSuccesses;
+  if (!ranges::kBreakerHalfOpenProbes.Contains(b.half_open_probes)) {
+    Check<int64_t>(e, range, b.close_after_successes);
     return;
   }
-  ValidationErrors::ScopedField field(e, "close_after_successes");
-  if (b.close_after_successes < 1) {
-    e->Add(absl::StrCat("must be >= 1, got ", b.close_after_successes));
+  Scoped field(e, range.field);
+  if (b.close_after_successes < range.lo) {
+    e->Add(absl::StrCat("must be >= ", range.lo, ", got ",
+                        b.close_after_successes));
   } else if (b.close_after_successes > b.half_open_probes) {
-    e->Add(absl::StrCat("must be <= half_open_probes (", b.half_open_probes,
-                        "), got ", b.close_after_successes));
+    e->Add(absl::StrCat("must be <= ", ranges::kBreakerHalfOpenProbes.field,
+                        " (", b.half_open_probes, "), got ",
+                        b.close_after_successes));
   }
 }
 
 // Checked whether or not the breaker is enabled: a disabled breaker with
 // nonsense parameters is a mistake waiting for the day it is enabled.
 void ValidateBreaker(const BreakerParams& b, ValidationErrors* e) {
-  CheckInt(e, "consecutive_failures", b.consecutive_failures, 1, 1000000);
-  CheckDouble(e, "failure_ratio", b.failure_ratio, 0, 1, /*lo_open=*/true);
-  CheckInt(e, "min_throughput", b.min_throughput, 1, 1000000000);
-  CheckDuration(e, "window", b.window, absl::Seconds(1), absl::Minutes(10));
-  const bool open_base_ok = CheckDuration(
-      e, "open_base", b.open_base, absl::Milliseconds(10), absl::Hours(1));
-  if (open_base_ok) {
-    CheckDurationAtLeast(e, "open_max", b.open_max, "open_base", b.open_base,
-                         kDay);
+  Check<int64_t>(e, ranges::kBreakerConsecutiveFailures,
+                 b.consecutive_failures);
+  Check(e, ranges::kBreakerFailureRatio, b.failure_ratio);
+  Check<int64_t>(e, ranges::kBreakerMinThroughput, b.min_throughput);
+  Check(e, ranges::kBreakerWindow, b.window);
+  // open_max >= open_base: as cap >= base.
+  if (Check(e, ranges::kBreakerOpenBase, b.open_base)) {
+    CheckAtLeast(e, ranges::kBreakerOpenMax, b.open_max,
+                 ranges::kBreakerOpenBase, b.open_base);
   } else {
-    CheckDuration(e, "open_max", b.open_max, absl::Milliseconds(10), kDay);
+    Check(e, ranges::kBreakerOpenMax, b.open_max);
   }
-  CheckInt(e, "half_open_probes", b.half_open_probes, 1, 1000);
+  Check<int64_t>(e, ranges::kBreakerHalfOpenProbes, b.half_open_probes);
   ValidateCloseAfterSuccesses(b, e);
-  CheckDuration(e, "probe_timeout", b.probe_timeout, absl::Milliseconds(100),
-                absl::Minutes(10));
+  Check(e, ranges::kBreakerProbeTimeout, b.probe_timeout);
 }
 
+// DeferralParams writes its defaults out (release_rate_per_second is not a
+// row of the table); spread's must still be the table's.
+static_assert(DeferralParams{}.spread == ranges::kDeferralSpread.default_value,
+              "DeferralParams::spread's default must be config_ranges.h's");
+
 void ValidateDeferral(const DeferralParams& d, ValidationErrors* e) {
-  CheckDuration(e, "spread", d.spread, absl::ZeroDuration(), absl::Minutes(10));
+  Check(e, ranges::kDeferralSpread, d.spread);
   CheckDouble(e, "release_rate_per_second", d.release_rate_per_second, 1, 1e6);
 }
 
 void ValidatePolicy(const PolicyParams& p, ValidationErrors* e) {
   {
-    ValidationErrors::ScopedField field(e, "backoff");
+    Scoped field(e, "backoff");
     ValidateBackoff(p.backoff, e);
   }
   {
-    ValidationErrors::ScopedField field(e, "budget");
+    Scoped field(e, "budget");
     ValidateBudget(p.budget, e);
   }
   {
-    ValidationErrors::ScopedField field(e, "breaker");
+    Scoped field(e, "breaker");
     ValidateBreaker(p.breaker, e);
   }
-  ValidationErrors::ScopedField field(e, "deferral");
+  Scoped field(e, "deferral");
   ValidateDeferral(p.deferral, e);
 }
 
@@ -252,26 +255,25 @@ void ValidateOverride(const PolicyOverride& o, ValidationErrors* e) {
     case PolicyOverride::Match::kPrefix:
     case PolicyOverride::Match::kGlob:
       if (o.pattern.empty()) {
-        ValidationErrors::ScopedField field(
+        Scoped field(
             e, o.match == PolicyOverride::Match::kGlob ? "glob" : "prefix");
         e->Add("must not be empty");
       }
       break;
     default: {
-      ValidationErrors::ScopedField field(e, "match");
+      Scoped field(e, "match");
       e->Add(absl::StrCat("unknown value ", static_cast<int>(o.match)));
     }
   }
-  ValidationErrors::ScopedField field(e, "policy");
+  Scoped field(e, "policy");
   ValidatePolicy(o.policy, e);
 }
 
 void ValidateLimits(const Limits& l, ValidationErrors* e) {
-  CheckInt(e, "max_key_bytes", l.max_key_bytes, 1, 4096);
-  CheckInt(e, "max_endpoints", l.max_endpoints, 1, 100000000);
-  CheckDuration(e, "idle_eviction", l.idle_eviction, absl::Seconds(1),
-                7 * kDay);
-  CheckInt(e, "max_batch_size", l.max_batch_size, 1, 100000);
+  Check<int64_t>(e, ranges::kLimitsMaxKeyBytes, l.max_key_bytes);
+  Check<int64_t>(e, ranges::kLimitsMaxEndpoints, l.max_endpoints);
+  Check(e, ranges::kLimitsIdleEviction, l.idle_eviction);
+  Check<int64_t>(e, ranges::kLimitsMaxBatchSize, l.max_batch_size);
 }
 
 }  // namespace
@@ -279,17 +281,17 @@ void ValidateLimits(const Limits& l, ValidationErrors* e) {
 void ValidateEngineConfig(const EngineConfig& config,
                           ValidationErrors* errors) {
   {
-    ValidationErrors::ScopedField field(errors, "default_policy");
+    Scoped field(errors, "default_policy");
     ValidatePolicy(config.default_policy, errors);
   }
   {
-    ValidationErrors::ScopedField field(errors, "overrides");
+    Scoped field(errors, "overrides");
     for (size_t i = 0; i < config.overrides.size(); ++i) {
-      ValidationErrors::ScopedField index(errors, i);
+      Scoped index(errors, i);
       ValidateOverride(config.overrides[i], errors);
     }
   }
-  ValidationErrors::ScopedField field(errors, "limits");
+  Scoped field(errors, "limits");
   ValidateLimits(config.limits, errors);
 }
 
