@@ -395,7 +395,10 @@ int main(int argc, char** argv) {
       "  stagger-sim --scenario=KEY [...]   one scenario of the matrix\n"
       "  stagger-sim --matrix [--format=csv] [--seed=N | --seeds=A..B]\n"
       "      every scenario of the grid, every policy, and the bar the "
-      "coordinated row (on the engine's defaults) is held to");
+      "coordinated row (on the engine's defaults) is held to\n"
+      "The coordinated row runs on the engine's defaults; the engine flags "
+      "(breaker_*, defer_spread, release_rate, budget_*) override them for "
+      "one scenario, never for --matrix.");
   absl::FlagsUsageConfig usage;
   // --help lists this program's flags (they live in bench/sim/main.cc).
   usage.contains_help_flags = [](absl::string_view path) {

@@ -117,7 +117,9 @@ std::string Number(double v, bool time) {
 std::string ReadableNumber(double v, bool time) {
   if (time) return std::isinf(v) ? "never" : absl::StrFormat("%.2f s", v);
   if (v == std::floor(v)) return Thousands(v);
-  return absl::StrFormat("%.1f", v);
+  const int64_t tenths = std::llround(v * 10);  // 7141.7 -> "7,141.7"
+  return absl::StrCat(Thousands(static_cast<double>(tenths / 10)), ".",
+                      tenths % 10);
 }
 
 std::string Verdict(bool pass) { return pass ? "PASS" : "FAIL"; }

@@ -14,9 +14,10 @@
 //    Retry-After).
 //  - A shared pool of `concurrency` workers (0 = unlimited) runs the
 //    deliveries. A delivery takes a worker when it starts and queues for one
-//    FIFO when none is free. An independent client holds its worker until
-//    it ends (its backoff sleeps happen in the worker's thread, as in an
-//    in-process retry loop); a coordinated one holds it through PROCEED
+//    FIFO when none is free (at t=0 in delivery order; a parked delivery
+//    coming back joins at the back). An independent client holds its worker
+//    until it ends (its backoff sleeps happen in the worker's thread, as in
+//    an in-process retry loop); a coordinated one holds it through PROCEED
 //    delays (RetryLoop waits) but frees it on DEFER (the delivery is parked
 //    and queues for a worker again at defer_until) and at its end.
 //
@@ -55,7 +56,9 @@
 // the last down interval of any endpoint, Recovery()), except
 // healthy_time_to_99_s, which counts from t=0 (when every delivery is
 // created).
-// Not thread-safe; one simulation per thread.
+// stagger-sim --matrix runs a fixed grid of such scenarios (matrix.h).
+// Simulations share nothing: separate ones may run on separate threads
+// (RunMatrix does); one simulation is single-threaded.
 #ifndef STAGGER_BENCH_SIM_SIM_H_
 #define STAGGER_BENCH_SIM_SIM_H_
 
@@ -246,7 +249,9 @@ struct PolicyResult {
   // The table's columns.
   double peak_rps_outage = 0;    // highest bucket in [opening, outage), /s
   double peak_rps_recovery = 0;  // highest bucket in the recovery window, /s
-  std::optional<double> time_to_99_s;  // recovery -> 99% delivered; none: never
+  // Recovery(s) -> 99% of every delivery delivered; 0 if that came before
+  // the recovery (in a flapping endpoint's up windows); none: never.
+  std::optional<double> time_to_99_s;
   int64_t wasted_attempts = 0;  // retries (attempt >= 2) that failed
   int64_t delivered = 0;
   int64_t given_up = 0;
