@@ -295,6 +295,30 @@ std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
   return s;
 }
 
+// --scenario's grid scenario, or the flags' one. Exit status 2 in *exit on
+// bad flags.
+std::optional<sim::Scenario> ChosenScenario(int* exit) {
+  const std::string key = absl::GetFlag(FLAGS_scenario);
+  if (key.empty()) return ScenarioFromFlags(exit);
+  if (std::string n = ChangedNames(ScenarioFlags()); !n.empty()) {
+    std::cerr << "--scenario=" << key << " sets the scenario; it does not "
+              << "take " << n << "\n";
+    *exit = 2;
+    return std::nullopt;
+  }
+  std::optional<sim::MatrixScenario> m =
+      sim::FindMatrixScenario(key, absl::GetFlag(FLAGS_seed));
+  if (!m) {
+    std::vector<std::string> keys;
+    for (const sim::MatrixScenario& g : sim::MatrixGrid(1)) keys.push_back(g.key);
+    std::cerr << "--scenario: unknown key \"" << key << "\"; one of "
+              << absl::StrJoin(keys, ", ") << "\n";
+    *exit = 2;
+    return std::nullopt;
+  }
+  return m->scenario;
+}
+
 // --seeds "A..B" (A <= B, at most 1000 seeds).
 std::optional<std::vector<uint64_t>> ParseSeeds(absl::string_view v) {
   std::vector<absl::string_view> ends = absl::StrSplit(v, "..");
@@ -308,7 +332,8 @@ std::optional<std::vector<uint64_t>> ParseSeeds(absl::string_view v) {
   return out;
 }
 
-int RunMatrixMode(bool csv) {
+// The flags --matrix does not take ("--a, --b"), or "".
+std::string MatrixConflicts() {
   std::vector<std::string> conflicts;
   if (std::string n = ChangedNames(ScenarioFlags()); !n.empty()) {
     conflicts.push_back(n);
@@ -323,10 +348,14 @@ int RunMatrixMode(bool csv) {
     }
   }
   if (Changed(FLAGS_seeds) && Changed(FLAGS_seed)) conflicts.push_back("--seed");
-  if (!conflicts.empty()) {
+  return absl::StrJoin(conflicts, ", ");
+}
+
+int RunMatrixMode(bool csv) {
+  if (std::string conflicts = MatrixConflicts(); !conflicts.empty()) {
     std::cerr << "--matrix runs a fixed grid on the engine's defaults; it "
                  "does not take "
-              << absl::StrJoin(conflicts, ", ")
+              << conflicts
               << " (use --scenario=KEY to experiment with one scenario)\n";
     return 2;
   }
@@ -422,32 +451,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  sim::Scenario s;
-  const std::string key = absl::GetFlag(FLAGS_scenario);
-  if (!key.empty()) {
-    if (std::string n = ChangedNames(ScenarioFlags()); !n.empty()) {
-      std::cerr << "--scenario=" << key << " sets the scenario; it does not "
-                << "take " << n << "\n";
-      return 2;
-    }
-    std::optional<sim::MatrixScenario> m =
-        sim::FindMatrixScenario(key, absl::GetFlag(FLAGS_seed));
-    if (!m) {
-      std::vector<std::string> keys;
-      for (const sim::MatrixScenario& g : sim::MatrixGrid(1)) {
-        keys.push_back(g.key);
-      }
-      std::cerr << "--scenario: unknown key \"" << key << "\"; one of "
-                << absl::StrJoin(keys, ", ") << "\n";
-      return 2;
-    }
-    s = m->scenario;
-  } else {
-    int exit = 0;
-    std::optional<sim::Scenario> from_flags = ScenarioFromFlags(&exit);
-    if (!from_flags) return exit;
-    s = *std::move(from_flags);
-  }
+  int exit = 0;
+  std::optional<sim::Scenario> scenario = ChosenScenario(&exit);
+  if (!scenario) return exit;
+  sim::Scenario& s = *scenario;
   s.seed = absl::GetFlag(FLAGS_seed);
   ApplyEngineFlags(s.engine_policy);
 
