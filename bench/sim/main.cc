@@ -1,33 +1,66 @@
 // stagger-sim: seed 000's outage benchmark on a virtual clock, driving the
-// real engine for the coordinated row. Prints the table (Markdown, or CSV
-// with --format=csv) and optionally writes the plot (--plot FILE.svg).
-// Exit status: 0 on success, 2 on bad flags, 1 if a run failed.
+// real engine for the coordinated row.
+//
+//   stagger-sim [scenario flags]  one scenario (default: seed 000's), one row
+//                                 per policy: Markdown, or CSV with
+//                                 --format=csv; --plot FILE.svg for the plot.
+//   stagger-sim --scenario=KEY    the same for one scenario of the matrix.
+//   stagger-sim --matrix          every scenario of the grid (bench/sim/
+//                                 matrix.h), every policy's row, then the
+//                                 bar's summary; --seeds=A..B: the summary
+//                                 only, worst case over those seeds.
+//
+// Engine flags override the engine's defaults for experiments (one
+// scenario, or --scenario); the matrix always runs on the defaults.
+// Exit status: 0 on success (also when the matrix misses the bar: it is a
+// report), 2 on bad flags, 1 if a run failed, 3 with --matrix_strict when a
+// scenario misses the bar.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "bench/sim/matrix.h"
 #include "bench/sim/report.h"
 #include "bench/sim/sim.h"
 
 namespace {
 const stagger::sim::Scenario kDefaults;
 const stagger::engine::PolicyParams& kEngine = kDefaults.engine_policy;
+const stagger::sim::EndpointSpec& kEndpoint0 = kDefaults.endpoints[0];
 }  // namespace
 
 // The scenario (seed 000's, as interpreted; see the README).
 ABSL_FLAG(int, subscriptions, kDefaults.subscriptions,
           "deliveries, all created at t=0 (one per subscription)");
-ABSL_FLAG(absl::Duration, outage, kDefaults.outage,
-          "the endpoint fails every attempt for this long, then recovers");
+ABSL_FLAG(absl::Duration, outage, kEndpoint0.down[0].end,
+          "the endpoint fails every attempt in [0, this), then recovers");
+ABSL_FLAG(std::string, down, "",
+          "instead of --outage: the endpoint's down intervals, e.g. "
+          "'0s-5s,8s-13s,16s-21s' (a flapping endpoint)");
+ABSL_FLAG(int, endpoints, 1,
+          "endpoints sharing the deliveries equally: #0 goes down (--outage "
+          "or --down), the others are always up; all have --capacity");
+ABSL_FLAG(int, concurrency, kDefaults.concurrency,
+          "workers shared by every delivery; 0 = unlimited. An independent "
+          "client sleeping in backoff holds its worker; a deferred "
+          "coordinated delivery frees it");
 ABSL_FLAG(absl::Duration, base, kDefaults.base, "backoff base");
 ABSL_FLAG(absl::Duration, cap, kDefaults.cap, "backoff cap");
 ABSL_FLAG(int, max_attempts, kDefaults.max_attempts,
@@ -36,11 +69,11 @@ ABSL_FLAG(absl::Duration, horizon, kDefaults.horizon,
           "usefulness horizon from creation; 0 = none");
 ABSL_FLAG(absl::Duration, response_time, kDefaults.response_time,
           "time from sending an attempt to its answer");
-ABSL_FLAG(double, capacity, kDefaults.capacity_per_second,
-          "attempts/s the endpoint can answer after recovery; 0 = unlimited");
+ABSL_FLAG(double, capacity, kEndpoint0.capacity_per_second,
+          "attempts/s the endpoint can answer while up; 0 = unlimited");
 ABSL_FLAG(absl::Duration, initial_jitter, kDefaults.initial_jitter,
           "first attempts are spread over [0, this)");
-ABSL_FLAG(absl::Duration, outage_retry_after, kDefaults.outage_retry_after,
+ABSL_FLAG(absl::Duration, outage_retry_after, kEndpoint0.down_retry_after,
           "if > 0, the down endpoint answers 503 with this Retry-After");
 ABSL_FLAG(int, workers, kDefaults.workers,
           "worker processes (the budget row keeps one budget per process)");
@@ -55,7 +88,7 @@ ABSL_FLAG(std::string, budget_accounting, "every",
           "budget row: 'every' retry spends when sent (Finagle), or only "
           "'failed' retries spend");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "random seed");
-// The coordinated row's engine (defaults: sim::DefaultCoordinatedPolicy()).
+// Overrides of the coordinated row's engine (defaults: the engine's own).
 ABSL_FLAG(absl::Duration, breaker_open_base, kEngine.breaker.open_base,
           "engine: breaker open duration on the first trip");
 ABSL_FLAG(absl::Duration, breaker_open_max, kEngine.breaker.open_max,
@@ -76,6 +109,19 @@ ABSL_FLAG(double, budget_min_rps, kEngine.budget.min_retries_per_second,
           "retry budget: retries/s always allowed (engine and budget row)");
 ABSL_FLAG(absl::Duration, budget_window, kEngine.budget.window,
           "retry budget: sliding window (engine and budget row)");
+// What to run.
+ABSL_FLAG(std::string, scenario, "",
+          "run this scenario of the matrix (its key) instead of the flags' "
+          "scenario; engine flags still apply");
+ABSL_FLAG(bool, matrix, false,
+          "run the scenario matrix (every scenario, every policy, on the "
+          "engine's defaults) and print the bar's summary");
+ABSL_FLAG(std::string, seeds, "",
+          "with --matrix: 'A..B' runs seeds A to B and prints the summary "
+          "only, worst case per criterion over the seeds");
+ABSL_FLAG(bool, matrix_strict, false,
+          "with --matrix: exit 3 if any scenario misses the bar (for CI)");
+ABSL_FLAG(int, jobs, 1, "with --matrix: simulations run on this many threads");
 // Output.
 ABSL_FLAG(std::string, format, "markdown", "markdown or csv");
 ABSL_FLAG(std::string, plot, "", "write attempts/s over time to this SVG file");
@@ -83,35 +129,155 @@ ABSL_FLAG(std::string, policies, "",
           "comma-separated subset of: no_backoff, exponential, equal_jitter, "
           "full_jitter, decorrelated_jitter, full_jitter_budget, coordinated");
 
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Simulates a fleet retrying against an endpoint that is down for a "
-      "while (seed 000's benchmark) and prints one row per retry policy.\n"
-      "  stagger-sim [--format=csv] [--plot FILE.svg] [--seed N] ...");
-  absl::FlagsUsageConfig usage;
-  // --help lists this program's flags (they live in bench/sim/main.cc).
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::StrContains(path, "bench/sim/");
-  };
-  absl::SetFlagsUsageConfig(usage);
-  absl::ParseCommandLine(argc, argv);
-  namespace sim = stagger::sim;
+namespace {
 
+namespace sim = stagger::sim;
+
+template <typename T>
+bool Changed(const absl::Flag<T>& f) {
+  const absl::CommandLineFlag& h = absl::GetFlagReflectionHandle(f);
+  return h.CurrentValue() != h.DefaultValue();
+}
+
+// The names of the changed flags among `flags`, "--a, --b".
+std::string ChangedNames(
+    const std::vector<const absl::CommandLineFlag*>& flags) {
+  std::vector<std::string> names;
+  for (const absl::CommandLineFlag* f : flags) {
+    if (f->CurrentValue() != f->DefaultValue()) {
+      names.push_back(absl::StrCat("--", f->Name()));
+    }
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+std::vector<const absl::CommandLineFlag*> ScenarioFlags() {
+  return {&absl::GetFlagReflectionHandle(FLAGS_subscriptions),
+          &absl::GetFlagReflectionHandle(FLAGS_outage),
+          &absl::GetFlagReflectionHandle(FLAGS_down),
+          &absl::GetFlagReflectionHandle(FLAGS_endpoints),
+          &absl::GetFlagReflectionHandle(FLAGS_concurrency),
+          &absl::GetFlagReflectionHandle(FLAGS_base),
+          &absl::GetFlagReflectionHandle(FLAGS_cap),
+          &absl::GetFlagReflectionHandle(FLAGS_max_attempts),
+          &absl::GetFlagReflectionHandle(FLAGS_horizon),
+          &absl::GetFlagReflectionHandle(FLAGS_response_time),
+          &absl::GetFlagReflectionHandle(FLAGS_capacity),
+          &absl::GetFlagReflectionHandle(FLAGS_initial_jitter),
+          &absl::GetFlagReflectionHandle(FLAGS_outage_retry_after),
+          &absl::GetFlagReflectionHandle(FLAGS_workers),
+          &absl::GetFlagReflectionHandle(FLAGS_bucket),
+          &absl::GetFlagReflectionHandle(FLAGS_recovery_window),
+          &absl::GetFlagReflectionHandle(FLAGS_opening_wave),
+          &absl::GetFlagReflectionHandle(FLAGS_budget_accounting)};
+}
+
+std::vector<const absl::CommandLineFlag*> EngineFlags() {
+  return {&absl::GetFlagReflectionHandle(FLAGS_breaker_open_base),
+          &absl::GetFlagReflectionHandle(FLAGS_breaker_open_max),
+          &absl::GetFlagReflectionHandle(FLAGS_breaker_failures),
+          &absl::GetFlagReflectionHandle(FLAGS_breaker_probes),
+          &absl::GetFlagReflectionHandle(FLAGS_breaker_close_after),
+          &absl::GetFlagReflectionHandle(FLAGS_defer_spread),
+          &absl::GetFlagReflectionHandle(FLAGS_release_rate),
+          &absl::GetFlagReflectionHandle(FLAGS_budget_ratio),
+          &absl::GetFlagReflectionHandle(FLAGS_budget_min_rps),
+          &absl::GetFlagReflectionHandle(FLAGS_budget_window)};
+}
+
+// Engine flags that were changed override `e` (the others keep the
+// engine's defaults, whatever they are).
+void ApplyEngineFlags(stagger::engine::PolicyParams& e) {
+  if (Changed(FLAGS_breaker_open_base)) {
+    e.breaker.open_base = absl::GetFlag(FLAGS_breaker_open_base);
+  }
+  if (Changed(FLAGS_breaker_open_max)) {
+    e.breaker.open_max = absl::GetFlag(FLAGS_breaker_open_max);
+  }
+  if (Changed(FLAGS_breaker_failures)) {
+    e.breaker.consecutive_failures = absl::GetFlag(FLAGS_breaker_failures);
+  }
+  if (Changed(FLAGS_breaker_probes)) {
+    e.breaker.half_open_probes = absl::GetFlag(FLAGS_breaker_probes);
+  }
+  if (Changed(FLAGS_breaker_close_after)) {
+    e.breaker.close_after_successes = absl::GetFlag(FLAGS_breaker_close_after);
+  }
+  if (Changed(FLAGS_defer_spread)) {
+    e.deferral.spread = absl::GetFlag(FLAGS_defer_spread);
+  }
+  if (Changed(FLAGS_release_rate)) {
+    e.deferral.release_rate_per_second = absl::GetFlag(FLAGS_release_rate);
+  }
+  if (Changed(FLAGS_budget_ratio)) e.budget.ratio = absl::GetFlag(FLAGS_budget_ratio);
+  if (Changed(FLAGS_budget_min_rps)) {
+    e.budget.min_retries_per_second = absl::GetFlag(FLAGS_budget_min_rps);
+  }
+  if (Changed(FLAGS_budget_window)) {
+    e.budget.window = absl::GetFlag(FLAGS_budget_window);
+  }
+}
+
+// "0s-5s,8s-13s" -> intervals; an error names the bad part.
+absl::StatusOr<std::vector<sim::DownInterval>> ParseDown(absl::string_view v) {
+  std::vector<sim::DownInterval> out;
+  for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> ends = absl::StrSplit(part, '-');
+    sim::DownInterval d;
+    if (ends.size() != 2 || !absl::ParseDuration(ends[0], &d.start) ||
+        !absl::ParseDuration(ends[1], &d.end)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--down: \"", part, "\" is not START-END (e.g. 0s-5s)"));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+// The flags' scenario. Exit status 2 in *exit on bad flags.
+std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
   sim::Scenario s;
   s.subscriptions = absl::GetFlag(FLAGS_subscriptions);
-  s.outage = absl::GetFlag(FLAGS_outage);
+  sim::EndpointSpec e0 = sim::OutageEndpoint(
+      absl::GetFlag(FLAGS_outage), absl::GetFlag(FLAGS_capacity),
+      absl::GetFlag(FLAGS_outage_retry_after));
+  if (Changed(FLAGS_down)) {
+    if (Changed(FLAGS_outage)) {
+      std::cerr << "--down and --outage: give one of them\n";
+      *exit = 2;
+      return std::nullopt;
+    }
+    absl::StatusOr<std::vector<sim::DownInterval>> down =
+        ParseDown(absl::GetFlag(FLAGS_down));
+    if (!down.ok()) {
+      std::cerr << down.status().message() << "\n";
+      *exit = 2;
+      return std::nullopt;
+    }
+    e0.down = *std::move(down);
+  }
+  const int endpoints = absl::GetFlag(FLAGS_endpoints);
+  if (endpoints < 1 || endpoints > 1000) {
+    std::cerr << "--endpoints: must be in [1, 1000], got " << endpoints << "\n";
+    *exit = 2;
+    return std::nullopt;
+  }
+  s.endpoints = {e0};
+  for (int i = 1; i < endpoints; ++i) {
+    sim::EndpointSpec up;
+    up.capacity_per_second = e0.capacity_per_second;
+    s.endpoints.push_back(up);
+  }
+  s.concurrency = absl::GetFlag(FLAGS_concurrency);
   s.base = absl::GetFlag(FLAGS_base);
   s.cap = absl::GetFlag(FLAGS_cap);
   s.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   s.horizon = absl::GetFlag(FLAGS_horizon);
   s.response_time = absl::GetFlag(FLAGS_response_time);
-  s.capacity_per_second = absl::GetFlag(FLAGS_capacity);
   s.initial_jitter = absl::GetFlag(FLAGS_initial_jitter);
-  s.outage_retry_after = absl::GetFlag(FLAGS_outage_retry_after);
   s.workers = absl::GetFlag(FLAGS_workers);
   s.bucket = absl::GetFlag(FLAGS_bucket);
   s.recovery_window = absl::GetFlag(FLAGS_recovery_window);
-  s.seed = absl::GetFlag(FLAGS_seed);
   if (absl::GetFlag(FLAGS_opening_wave) != absl::InfiniteDuration()) {
     s.opening_wave = absl::GetFlag(FLAGS_opening_wave);
   }
@@ -123,19 +289,152 @@ int main(int argc, char** argv) {
   } else {
     std::cerr << "--budget_accounting: must be every or failed, got \""
               << accounting << "\"\n";
+    *exit = 2;
+    return std::nullopt;
+  }
+  return s;
+}
+
+// --scenario's grid scenario, or the flags' one. Exit status 2 in *exit on
+// bad flags.
+std::optional<sim::Scenario> ChosenScenario(int* exit) {
+  const std::string key = absl::GetFlag(FLAGS_scenario);
+  if (key.empty()) return ScenarioFromFlags(exit);
+  if (std::string n = ChangedNames(ScenarioFlags()); !n.empty()) {
+    std::cerr << "--scenario=" << key << " sets the scenario; it does not "
+              << "take " << n << "\n";
+    *exit = 2;
+    return std::nullopt;
+  }
+  std::optional<sim::MatrixScenario> m =
+      sim::FindMatrixScenario(key, absl::GetFlag(FLAGS_seed));
+  if (!m) {
+    std::vector<std::string> keys;
+    for (const sim::MatrixScenario& g : sim::MatrixGrid(1)) keys.push_back(g.key);
+    std::cerr << "--scenario: unknown key \"" << key << "\"; one of "
+              << absl::StrJoin(keys, ", ") << "\n";
+    *exit = 2;
+    return std::nullopt;
+  }
+  return m->scenario;
+}
+
+// --seeds "A..B" (A <= B, at most 1000 seeds).
+std::optional<std::vector<uint64_t>> ParseSeeds(absl::string_view v) {
+  std::vector<absl::string_view> ends = absl::StrSplit(v, "..");
+  uint64_t a = 0, b = 0;
+  if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &a) ||
+      !absl::SimpleAtoi(ends[1], &b) || a > b || b - a >= 1000) {
+    return std::nullopt;
+  }
+  std::vector<uint64_t> out;
+  for (uint64_t s = a; s <= b; ++s) out.push_back(s);
+  return out;
+}
+
+// The flags --matrix does not take ("--a, --b"), or "".
+std::string MatrixConflicts() {
+  std::vector<std::string> conflicts;
+  if (std::string n = ChangedNames(ScenarioFlags()); !n.empty()) {
+    conflicts.push_back(n);
+  }
+  if (std::string n = ChangedNames(EngineFlags()); !n.empty()) {
+    conflicts.push_back(n);
+  }
+  for (const char* name : {"scenario", "policies", "plot"}) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f->CurrentValue() != f->DefaultValue()) {
+      conflicts.push_back(absl::StrCat("--", name));
+    }
+  }
+  if (Changed(FLAGS_seeds) && Changed(FLAGS_seed)) conflicts.push_back("--seed");
+  return absl::StrJoin(conflicts, ", ");
+}
+
+int RunMatrixMode(bool csv) {
+  if (std::string conflicts = MatrixConflicts(); !conflicts.empty()) {
+    std::cerr << "--matrix runs a fixed grid on the engine's defaults; it "
+                 "does not take "
+              << conflicts
+              << " (use --scenario=KEY to experiment with one scenario)\n";
     return 2;
   }
-  stagger::engine::PolicyParams& e = s.engine_policy;
-  e.breaker.open_base = absl::GetFlag(FLAGS_breaker_open_base);
-  e.breaker.open_max = absl::GetFlag(FLAGS_breaker_open_max);
-  e.breaker.consecutive_failures = absl::GetFlag(FLAGS_breaker_failures);
-  e.breaker.half_open_probes = absl::GetFlag(FLAGS_breaker_probes);
-  e.breaker.close_after_successes = absl::GetFlag(FLAGS_breaker_close_after);
-  e.deferral.spread = absl::GetFlag(FLAGS_defer_spread);
-  e.deferral.release_rate_per_second = absl::GetFlag(FLAGS_release_rate);
-  e.budget.ratio = absl::GetFlag(FLAGS_budget_ratio);
-  e.budget.min_retries_per_second = absl::GetFlag(FLAGS_budget_min_rps);
-  e.budget.window = absl::GetFlag(FLAGS_budget_window);
+  std::vector<uint64_t> seeds = {absl::GetFlag(FLAGS_seed)};
+  if (Changed(FLAGS_seeds)) {
+    std::optional<std::vector<uint64_t>> parsed =
+        ParseSeeds(absl::GetFlag(FLAGS_seeds));
+    if (!parsed) {
+      std::cerr << "--seeds: must be A..B with A <= B and at most 1000 "
+                   "seeds, got \""
+                << absl::GetFlag(FLAGS_seeds) << "\"\n";
+      return 2;
+    }
+    seeds = *std::move(parsed);
+  }
+  const int jobs = absl::GetFlag(FLAGS_jobs);
+  if (jobs < 1 || jobs > 64) {
+    std::cerr << "--jobs: must be in [1, 64], got " << jobs << "\n";
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<sim::ScenarioBar>> bars;
+  for (uint64_t seed : seeds) {
+    absl::StatusOr<std::vector<sim::MatrixResult>> results =
+        sim::RunMatrix(sim::MatrixGrid(seed), jobs);
+    if (!results.ok()) {
+      std::cerr << "simulation failed: " << results.status().message() << "\n";
+      return 1;
+    }
+    bars.emplace_back();
+    for (const sim::MatrixResult& r : *results) {
+      bars.back().push_back(sim::EvaluateBar(r));
+    }
+    if (seeds.size() == 1) {
+      std::cout << (csv ? sim::FormatMatrixCsv(*results)
+                        : sim::FormatMatrixMarkdown(*results))
+                << "\n";
+    }
+  }
+  const std::vector<sim::AggregatedBar> summary = sim::AggregateBars(bars);
+  if (seeds.size() > 1 && !csv) {
+    std::cout << "Seeds " << seeds.front() << ".." << seeds.back()
+              << ": each criterion's worst seed.\n\n";
+  }
+  std::cout << (csv ? sim::FormatBarCsv(summary)
+                    : sim::FormatBarMarkdown(summary));
+  const double wall = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  std::cerr << "stagger-sim --matrix: " << summary.size() << " scenarios x "
+            << sim::kNumPolicies << " policies x " << seeds.size()
+            << " seed(s) in " << absl::StrFormat("%.1f", wall)
+            << " s of wall time\n";
+  bool all = true;
+  for (const sim::AggregatedBar& a : summary) all = all && a.Passes();
+  return absl::GetFlag(FLAGS_matrix_strict) && !all ? 3 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Simulates a fleet retrying against endpoints that are down for a "
+      "while (seed 000's benchmark) and prints one row per retry policy.\n"
+      "  stagger-sim [--format=csv] [--plot FILE.svg] [--seed N] ...\n"
+      "  stagger-sim --scenario=KEY [...]   one scenario of the matrix\n"
+      "  stagger-sim --matrix [--format=csv] [--seed=N | --seeds=A..B]\n"
+      "      every scenario of the grid, every policy, and the bar the "
+      "coordinated row (on the engine's defaults) is held to\n"
+      "The coordinated row runs on the engine's defaults; the engine flags "
+      "(breaker_*, defer_spread, release_rate, budget_*) override them for "
+      "one scenario, never for --matrix.");
+  absl::FlagsUsageConfig usage;
+  // --help lists this program's flags (they live in bench/sim/main.cc).
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "bench/sim/");
+  };
+  absl::SetFlagsUsageConfig(usage);
+  absl::ParseCommandLine(argc, argv);
 
   const std::string format = absl::GetFlag(FLAGS_format);
   if (format != "markdown" && format != "csv") {
@@ -143,15 +442,31 @@ int main(int argc, char** argv) {
               << "\"\n";
     return 2;
   }
+  if (absl::GetFlag(FLAGS_matrix)) return RunMatrixMode(format == "csv");
+  for (const char* name : {"seeds", "matrix_strict", "jobs"}) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f->CurrentValue() != f->DefaultValue()) {
+      std::cerr << "--" << name << ": only with --matrix\n";
+      return 2;
+    }
+  }
+
+  int exit = 0;
+  std::optional<sim::Scenario> scenario = ChosenScenario(&exit);
+  if (!scenario) return exit;
+  sim::Scenario& s = *scenario;
+  s.seed = absl::GetFlag(FLAGS_seed);
+  ApplyEngineFlags(s.engine_policy);
+
   std::vector<sim::Policy> policies;
   const std::string list = absl::GetFlag(FLAGS_policies);
   if (list.empty()) {
     policies.assign(sim::kAllPolicies.begin(), sim::kAllPolicies.end());
   } else {
-    for (absl::string_view key : absl::StrSplit(list, ',')) {
-      std::optional<sim::Policy> p = sim::PolicyFromKey(key);
+    for (absl::string_view p_key : absl::StrSplit(list, ',')) {
+      std::optional<sim::Policy> p = sim::PolicyFromKey(p_key);
       if (!p) {
-        std::cerr << "--policies: unknown policy \"" << key << "\"\n";
+        std::cerr << "--policies: unknown policy \"" << p_key << "\"\n";
         return 2;
       }
       policies.push_back(*p);

@@ -10,9 +10,7 @@
 #include "absl/strings/str_join.h"
 
 namespace stagger::sim {
-namespace {
 
-// 12345.6 -> "12,346".
 std::string Thousands(double v) {
   const int64_t n = std::llround(v);
   std::string digits = absl::StrCat(n < 0 ? -n : n);
@@ -25,8 +23,43 @@ std::string Thousands(double v) {
   return n < 0 ? "-" + out : out;
 }
 
+namespace {
+
 std::string Seconds(absl::Duration d) {
   return absl::FormatDuration(d);
+}
+
+// "down for 20s, then instantly healthy", "down in [0s, 5s), [8s, 13s),
+// then healthy", "always up"; then what it answers while down.
+std::string EndpointPhrase(const EndpointSpec& e) {
+  std::string out;
+  if (e.down.empty()) {
+    out = "always up";
+  } else if (e.down.size() == 1 && e.down[0].start == absl::ZeroDuration()) {
+    out = absl::StrCat("down for ", Seconds(e.down[0].end),
+                       ", then instantly healthy");
+  } else {
+    std::vector<std::string> spans;
+    for (const DownInterval& d : e.down) {
+      spans.push_back(
+          absl::StrCat("[", Seconds(d.start), ", ", Seconds(d.end), ")"));
+    }
+    out = absl::StrCat("down in ", absl::StrJoin(spans, ", "),
+                       ", up in between and after");
+  }
+  if (!e.down.empty()) {
+    absl::StrAppend(&out, e.down_retry_after > absl::ZeroDuration()
+                              ? absl::StrCat(", answering 503 with Retry-After ",
+                                             Seconds(e.down_retry_after),
+                                             " while down")
+                              : std::string(", answering 500 while down"));
+  }
+  absl::StrAppend(&out, " (capacity ",
+                  e.capacity_per_second > 0
+                      ? absl::StrCat(Thousands(e.capacity_per_second), "/s")
+                      : std::string("unlimited"),
+                  ")");
+  return out;
 }
 
 std::string GiveUpReasons(const PolicyResult& r) {
@@ -70,27 +103,63 @@ std::string Escape(absl::string_view s) {
 
 }  // namespace
 
+std::string DescribeEndpoints(const Scenario& s) {
+  if (s.endpoints.size() == 1) {
+    return absl::StrCat("one endpoint ", EndpointPhrase(s.endpoints[0]));
+  }
+  bool equal = true;
+  std::vector<std::string> shares;
+  for (const EndpointSpec& e : s.endpoints) {
+    equal = equal && e.share == s.endpoints[0].share;
+    shares.push_back(absl::StrFormat("%g", e.share));
+  }
+  std::string out = absl::StrCat(
+      s.endpoints.size(), " endpoints sharing the deliveries ",
+      equal ? std::string("equally")
+            : absl::StrCat("in shares ", absl::StrJoin(shares, ":")),
+      ":");
+  for (size_t i = 0; i < s.endpoints.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? " " : "; ", "#", i, " ",
+                    EndpointPhrase(s.endpoints[i]));
+  }
+  return out;
+}
+
+std::string DescribeWorkers(const Scenario& s) {
+  return s.concurrency > 0
+             ? absl::StrCat("a shared pool of ", Thousands(s.concurrency),
+                            " workers (a sleeping independent client holds "
+                            "its worker, a deferred delivery frees it)")
+             : std::string("a worker per delivery (unlimited concurrency)");
+}
+
+std::string CsvCells(const PolicyResult& r) {
+  return absl::StrCat(
+      PolicyKey(r.policy), ",", std::llround(r.peak_rps_outage), ",",
+      std::llround(r.peak_rps_recovery), ",",
+      r.time_to_99_s ? absl::StrFormat("%.1f", *r.time_to_99_s)
+                     : std::string("inf"),
+      ",", r.wasted_attempts, ",", r.delivered, ",", r.given_up);
+}
+
 std::string FormatCsv(const std::vector<PolicyResult>& results) {
   std::string out = absl::StrCat(kCsvHeader, "\n");
-  for (const PolicyResult& r : results) {
-    absl::StrAppend(
-        &out, PolicyKey(r.policy), ",", std::llround(r.peak_rps_outage), ",",
-        std::llround(r.peak_rps_recovery), ",",
-        r.time_to_99_s ? absl::StrFormat("%.1f", *r.time_to_99_s)
-                       : std::string("inf"),
-        ",", r.wasted_attempts, ",", r.delivered, ",", r.given_up, "\n");
-  }
+  for (const PolicyResult& r : results) absl::StrAppend(&out, CsvCells(r), "\n");
   return out;
 }
 
 std::string FormatMarkdown(const Scenario& s,
                            const std::vector<PolicyResult>& results) {
+  // With always-up endpoints beside a failing one, how long the failing
+  // one held theirs back (a last column).
+  const bool healthy = MixesHealthyAndDown(s);
   std::string out = absl::StrCat(
       "| Policy | Peak attempts/s during outage | Peak attempts/s in the first ",
       Seconds(s.recovery_window),
       " after recovery | Time from recovery to 99% delivered | "
-      "Wasted attempts | Delivered | Given up |\n"
-      "|---|---:|---:|---:|---:|---:|---:|\n");
+      "Wasted attempts | Delivered | Given up |",
+      healthy ? " Always-up endpoints: 99% delivered (from t=0) |" : "",
+      "\n|---|---:|---:|---:|---:|---:|---:|", healthy ? "---:|" : "", "\n");
   for (const PolicyResult& r : results) {
     absl::StrAppend(
         &out, "| ", PolicyTitle(r.policy), " | ", Thousands(r.peak_rps_outage),
@@ -99,16 +168,20 @@ std::string FormatMarkdown(const Scenario& s,
                        : std::string("never"),
         " | ", Thousands(static_cast<double>(r.wasted_attempts)), " | ",
         Thousands(static_cast<double>(r.delivered)), " | ",
-        Thousands(static_cast<double>(r.given_up)), " |\n");
+        Thousands(static_cast<double>(r.given_up)), " |");
+    if (healthy) {
+      absl::StrAppend(&out, " ",
+                      r.healthy_time_to_99_s
+                          ? absl::StrFormat("%.1f s", *r.healthy_time_to_99_s)
+                          : std::string("never"),
+                      " |");
+    }
+    absl::StrAppend(&out, "\n");
   }
   absl::StrAppend(
       &out, "\n", Thousands(s.subscriptions),
-      " deliveries created at t=0; one endpoint down for ", Seconds(s.outage),
-      ", then instantly healthy (capacity ",
-      s.capacity_per_second > 0
-          ? absl::StrCat(Thousands(s.capacity_per_second), "/s")
-          : std::string("unlimited"),
-      "); base ", Seconds(s.base), ", cap ", Seconds(s.cap), ", at most ",
+      " deliveries created at t=0; ", DescribeEndpoints(s), "; ",
+      DescribeWorkers(s), "; base ", Seconds(s.base), ", cap ", Seconds(s.cap), ", at most ",
       s.max_attempts, " attempts, usefulness horizon ",
       s.horizon > absl::ZeroDuration() ? Seconds(s.horizon)
                                        : std::string("none"),
@@ -132,7 +205,8 @@ std::string FormatMarkdown(const Scenario& s,
       "). Wasted = retries sent while the endpoint could not answer them; "
       "on top of those, every row sends up to ",
       Thousands(static_cast<double>(firsts)),
-      " first attempts into the outage before any answer can come back.\n");
+      " first attempts into the outage",
+      s.concurrency == 0 ? " before any answer can come back" : "", ".\n");
   for (const PolicyResult& r : results) {
     if (r.given_up == 0 && r.unfinished == 0) continue;
     absl::StrAppend(&out, "\n- ", PolicyTitle(r.policy), " gave up: ",
@@ -167,7 +241,7 @@ std::string RenderSvg(const Scenario& s,
     buckets = std::max(buckets, r.attempts_per_bucket.size());
     for (int64_t c : r.attempts_per_bucket) max_rps = std::max(max_rps, c * per_s);
   }
-  const double outage_s = absl::ToDoubleSeconds(s.outage);
+  const double outage_s = absl::ToDoubleSeconds(Recovery(s));
   double x_max = std::max(outage_s + 10, buckets * bucket_s);
   const double x_step = x_max > 200 ? 50 : (x_max > 80 ? 20 : 10);
   x_max = std::ceil(x_max / x_step) * x_step;
@@ -190,25 +264,41 @@ std::string RenderSvg(const Scenario& s,
                         static_cast<int>(kW), static_cast<int>(kH));
   absl::StrAppend(
       &o, "<text x=\"", kLeft, "\" y=\"24\" font-size=\"17\" font-weight=\"bold\">",
-      "Attempts per second against one endpoint</text>\n");
+      s.endpoints.size() == 1 ? "Attempts per second against one endpoint"
+                              : "Attempts per second, all endpoints",
+      "</text>\n");
   absl::StrAppend(
       &o, "<text x=\"", kLeft, "\" y=\"43\" font-size=\"12\" fill=\"#444\">",
       Escape(absl::StrCat(
-          Thousands(s.subscriptions), " deliveries at t=0; endpoint down for ",
-          Seconds(s.outage), ", then healthy; base ", Seconds(s.base), ", cap ",
-          Seconds(s.cap), "; seed ", s.seed)),
+          Thousands(s.subscriptions), " deliveries at t=0; ",
+          s.endpoints.size() == 1
+              ? absl::StrCat("endpoint ", EndpointPhrase(s.endpoints[0]))
+              : absl::StrCat(s.endpoints.size(), " endpoints"),
+          "; base ", Seconds(s.base), ", cap ", Seconds(s.cap), "; seed ",
+          s.seed)),
       "</text>\n");
-  // Outage shading and the recovery line.
-  absl::StrAppendFormat(
-      &o,
-      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-      "fill=\"#f4cccc\" fill-opacity=\"0.6\"/>\n",
-      X(0), kTop, X(std::min(outage_s, x_max)) - X(0), plot_h);
-  absl::StrAppendFormat(
-      &o,
-      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#a33\" "
-      "text-anchor=\"middle\">endpoint down (outage)</text>\n",
-      (X(0) + X(std::min(outage_s, x_max))) / 2, kTop + 16);
+  // Outage shading (every down interval of any endpoint), labelled once,
+  // and the recovery line (the end of the last one).
+  bool labelled = false;
+  for (const EndpointSpec& e : s.endpoints) {
+    for (const DownInterval& d : e.down) {
+      const double a = std::min(absl::ToDoubleSeconds(d.start), x_max);
+      const double b = std::min(absl::ToDoubleSeconds(d.end), x_max);
+      absl::StrAppendFormat(
+          &o,
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+          "fill=\"#f4cccc\" fill-opacity=\"0.6\"/>\n",
+          X(a), kTop, X(b) - X(a), plot_h);
+      if (labelled) continue;
+      labelled = true;
+      absl::StrAppendFormat(
+          &o,
+          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#a33\" "
+          "text-anchor=\"%s\">endpoint down (outage)</text>\n",
+          e.down.size() == 1 ? (X(a) + X(b)) / 2 : X(a) + 4, kTop + 16,
+          e.down.size() == 1 ? "middle" : "start");
+    }
+  }
   absl::StrAppendFormat(
       &o,
       "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#a33\" "

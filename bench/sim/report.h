@@ -22,6 +22,18 @@ inline constexpr char kCsvHeader[] =
     "delivered,given_up";
 
 std::string FormatCsv(const std::vector<PolicyResult>& results);
+// One result's line of that table, without the newline.
+std::string CsvCells(const PolicyResult& r);
+
+// 12345.6 -> "12,346" (rounded to a whole number).
+std::string Thousands(double v);
+
+// The scenario in words: "one endpoint down for 20s, then instantly healthy,
+// answering 500 while down (capacity unlimited)"; several endpoints are
+// listed with their index (#0, #1, ...).
+std::string DescribeEndpoints(const Scenario& s);
+// "a worker per delivery (unlimited concurrency)" or the pool's size.
+std::string DescribeWorkers(const Scenario& s);
 
 // A Markdown table (same columns as the CSV, with titles), then a short
 // legend: the scenario and, for each row that gave up, why.

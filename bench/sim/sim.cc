@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <limits>
 #include <memory>
 #include <queue>
 #include <string>
@@ -53,6 +55,7 @@ enum class EventType : uint8_t {
   kAdmit,   // coordinated: ask the engine about attempt `attempt`
   kSend,    // send the next attempt now
   kAnswer,  // the attempt's answer arrives
+  kReady,   // coordinated: a parked delivery queues for a worker again
 };
 
 struct Event {
@@ -67,8 +70,10 @@ struct Later {
   }
 };
 
-// The endpoint: down in [0, outage_ns), then up, optionally with a
-// capacity (token bucket of 100 ms worth, full at recovery).
+// An endpoint as the fleet sees it: down in its spec's intervals (failing
+// every attempt with its failure kind), up otherwise, optionally with a
+// capacity (a token bucket of 100 ms worth, full at the start and refilled
+// while down). Attempts must arrive in time order.
 class Endpoint {
  public:
   struct Answer {
@@ -76,22 +81,20 @@ class Endpoint {
     engine::Outcome outcome = engine::Outcome::kSuccess;
     std::optional<absl::Duration> retry_after;
   };
-  explicit Endpoint(const Scenario& s)
-      : outage_ns_(Ns(s.outage)),
-        rate_(s.capacity_per_second),
-        burst_(std::max(1.0, s.capacity_per_second * 0.1)),
-        tokens_(burst_),
-        last_ns_(outage_ns_),
-        outage_retry_after_(s.outage_retry_after) {}
+  explicit Endpoint(const EndpointSpec& spec)
+      : spec_(&spec),
+        rate_(spec.capacity_per_second),
+        burst_(std::max(1.0, spec.capacity_per_second * 0.1)),
+        tokens_(burst_) {}
 
   // An attempt arriving at `t_ns`.
   Answer Receive(int64_t t_ns) {
     Answer a;
-    if (t_ns < outage_ns_) {
+    if (Down(t_ns)) {
       a.ok = false;
-      if (outage_retry_after_ > absl::ZeroDuration()) {
+      if (spec_->down_retry_after > absl::ZeroDuration()) {
         a.outcome = engine::Outcome::kRateLimited;
-        a.retry_after = outage_retry_after_;
+        a.retry_after = spec_->down_retry_after;
       } else {
         a.outcome = engine::Outcome::kRetryableFailure;
       }
@@ -111,12 +114,18 @@ class Endpoint {
   }
 
  private:
-  int64_t outage_ns_;
+  bool Down(int64_t t_ns) {
+    const std::vector<DownInterval>& down = spec_->down;
+    while (next_ < down.size() && t_ns >= Ns(down[next_].end)) ++next_;
+    return next_ < down.size() && t_ns >= Ns(down[next_].start);
+  }
+
+  const EndpointSpec* spec_;
+  size_t next_ = 0;  // the first down interval not yet over
   double rate_;
   double burst_;
   double tokens_;
-  int64_t last_ns_;
-  absl::Duration outage_retry_after_;
+  int64_t last_ns_ = 0;
 };
 
 // Per-delivery state. Independent rows use all of it; the coordinated row
@@ -125,6 +134,7 @@ struct Delivery {
   int32_t attempt = 0;        // attempts sent so far (coordinated: the
                               // attempt being admitted/sent)
   int32_t backoff_index = 0;  // retries decided so far, sent or skipped
+  int32_t endpoint = 0;       // index in Scenario::endpoints
   int64_t previous_ns = 0;    // decorrelated: the previous delay
   Endpoint::Answer last;      // the last attempt's answer
   bool settled = false;
@@ -136,11 +146,10 @@ class Run {
       : s_(s),
         p_(p),
         trace_(trace),
-        endpoint_(s),
         rng_(s.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(p) + 1),
         deliveries_(s.subscriptions) {
     result_.policy = p;
-    outage_ns_ = Ns(s.outage);
+    recovery_ns_ = Ns(Recovery(s));
     bucket_ns_ = std::max<int64_t>(1, Ns(s.bucket));
     response_ns_ = Ns(s.response_time);
     horizon_ns_ = Ns(s.horizon);
@@ -167,24 +176,34 @@ class Run {
       engine_ = std::make_unique<engine::Engine>(CoordinatedConfig(s), &clock_,
                                                  &rng_);
     }
+    for (size_t e = 0; e < s.endpoints.size(); ++e) {
+      endpoints_.emplace_back(s.endpoints[e]);
+      keys_.push_back(e == 0 ? std::string(kEndpoint)
+                             : absl::StrCat(kEndpoint, "-", e));
+    }
+    result_.per_endpoint.resize(s.endpoints.size());
+    const std::vector<int> assigned = AssignEndpoints(s);
+    for (int i = 0; i < s.subscriptions; ++i) {
+      deliveries_[i].endpoint = assigned[i];
+      ++result_.per_endpoint[assigned[i]].deliveries;
+    }
+    free_workers_ = s.concurrency > 0 ? s.concurrency
+                                      : std::numeric_limits<int64_t>::max();
+    deadline_ = horizon_ns_ > 0 ? Epoch() + s.horizon : absl::InfiniteFuture();
     delivered_at_.reserve(s.subscriptions);
   }
 
   absl::StatusOr<PolicyResult> Go() {
-    // Every delivery is created at t=0. Independent clients jitter their
-    // first attempt themselves; the coordinated ones ask the engine, which
-    // answers PROCEED(INITIAL_JITTER).
+    // Every delivery is created at t=0 and queues for a worker, in order.
+    // Independent clients jitter their first attempt themselves; the
+    // coordinated ones ask the engine, which answers PROCEED(INITIAL_JITTER).
     for (int i = 0; i < s_.subscriptions; ++i) {
-      if (p_ == Policy::kCoordinated) {
-        deliveries_[i].attempt = 1;
-        Push(0, i, EventType::kAdmit);
-      } else {
-        Push(Ns(engine::UniformDuration(Rng(), s_.initial_jitter)), i,
-             EventType::kSend);
-      }
+      if (p_ == Policy::kCoordinated) deliveries_[i].attempt = 1;
+      ready_.push_back(i);
     }
+    Dispatch(0);
     const int64_t stop_ns = Ns(s_.max_virtual_time);
-    while (!queue_.empty()) {
+    while (error_.ok() && !queue_.empty()) {
       const Event e = queue_.top();
       if (e.t_ns > stop_ns) break;
       queue_.pop();
@@ -193,6 +212,7 @@ class Run {
       absl::Status st = Handle(e);
       if (!st.ok()) return st;
     }
+    if (!error_.ok()) return error_;
     return Finish();
   }
 
@@ -201,6 +221,60 @@ class Run {
 
   void Push(int64_t t_ns, int id, EventType type) {
     queue_.push(Event{t_ns, seq_++, static_cast<uint32_t>(id), type});
+  }
+
+  void Trace(TraceEvent::Kind kind, int64_t now, int id, const Delivery& d) {
+    if (!trace_) return;
+    TraceEvent t;
+    t.kind = kind;
+    t.time_ns = now;
+    t.delivery = id;
+    t.endpoint = d.endpoint;
+    t.attempt = d.attempt;
+    trace_(t);
+  }
+
+  // --- The worker pool -------------------------------------------------------
+
+  // Hands free workers to waiting deliveries, first come first served, and
+  // starts them. Re-entrant calls (a delivery that ends at once frees its
+  // worker) only return: the loop that is running picks it up.
+  void Dispatch(int64_t now) {
+    if (dispatching_) return;
+    dispatching_ = true;
+    while (free_workers_ > 0 && !ready_.empty() && error_.ok()) {
+      const int id = ready_.front();
+      ready_.pop_front();
+      --free_workers_;
+      Delivery& d = deliveries_[id];
+      Trace(TraceEvent::Kind::kTookWorker, now, id, d);
+      if (p_ == Policy::kCoordinated) {
+        error_ = Admit(now, id, d);  // attempt 1, or the parked one again
+      } else {
+        Start(now, id, d);
+      }
+    }
+    result_.peak_waiting_for_worker = std::max(
+        result_.peak_waiting_for_worker, static_cast<int64_t>(ready_.size()));
+    dispatching_ = false;
+  }
+
+  void FreeWorker(int64_t now, int id, const Delivery& d) {
+    ++free_workers_;
+    Trace(TraceEvent::Kind::kFreedWorker, now, id, d);
+    Dispatch(now);
+  }
+
+  // An independent client got its worker: it sleeps its initial jitter (in
+  // the worker), then sends attempt 1, unless that is past the horizon.
+  void Start(int64_t now, int id, Delivery& d) {
+    const int64_t jitter =
+        Ns(engine::UniformDuration(Rng(), s_.initial_jitter));
+    if (horizon_ns_ > 0 && now + jitter > horizon_ns_) {
+      GiveUp(now, id, d, engine::Reason::kDeadline);
+      return;
+    }
+    Push(now + jitter, id, EventType::kSend);
   }
 
   absl::Status Handle(const Event& e) {
@@ -226,7 +300,12 @@ class Run {
       case EventType::kAnswer:
         if (d.last.ok) {
           Delivered(now, e.id, d);
-          if (p_ == Policy::kCoordinated) return ReportAnswer(now, e.id, d);
+          if (p_ == Policy::kCoordinated) {
+            if (absl::Status st = ReportAnswer(now, e.id, d); !st.ok()) {
+              return st;
+            }
+          }
+          FreeWorker(now, e.id, d);  // after the Report, as a worker would
           return absl::OkStatus();
         }
         if (p_ == Policy::kCoordinated) return ReportAnswer(now, e.id, d);
@@ -240,6 +319,10 @@ class Run {
         return absl::OkStatus();
       case EventType::kAdmit:
         return Admit(now, e.id, d);
+      case EventType::kReady:
+        ready_.push_back(static_cast<int>(e.id));
+        Dispatch(now);
+        return absl::OkStatus();
     }
     return absl::OkStatus();
   }
@@ -247,8 +330,10 @@ class Run {
   // Sends attempt d.attempt + 1 (independent) or d.attempt (coordinated).
   void Send(int64_t now, int id, Delivery& d) {
     if (p_ != Policy::kCoordinated) ++d.attempt;
-    d.last = endpoint_.Receive(now);
+    d.last = endpoints_[d.endpoint].Receive(now);
+    PolicyResult::PerEndpoint& ep = result_.per_endpoint[d.endpoint];
     ++result_.attempts;
+    ++ep.attempts;
     const size_t b = static_cast<size_t>(now / bucket_ns_);
     if (result_.attempts_per_bucket.size() <= b) {
       result_.attempts_per_bucket.resize(b + 1, 0);
@@ -263,12 +348,14 @@ class Run {
       }
     } else if (!d.last.ok) {
       ++result_.wasted_attempts;
+      ++ep.wasted_attempts;
     }
     if (trace_) {
       TraceEvent t;
       t.kind = TraceEvent::Kind::kAttempt;
       t.time_ns = now;
       t.delivery = id;
+      t.endpoint = d.endpoint;
       t.attempt = d.attempt;
       t.failed = !d.last.ok;
       trace_(t);
@@ -276,40 +363,43 @@ class Run {
     Push(now + response_ns_, id, EventType::kAnswer);
   }
 
+  // Records a success; the caller frees the worker.
   void Delivered(int64_t now, int id, Delivery& d) {
     d.settled = true;
     ++result_.delivered;
+    ++result_.per_endpoint[d.endpoint].delivered;
     delivered_at_.push_back(now);
-    if (trace_) {
-      TraceEvent t;
-      t.kind = TraceEvent::Kind::kDelivered;
-      t.time_ns = now;
-      t.delivery = id;
-      t.attempt = d.attempt;
-      trace_(t);
+    if (s_.endpoints[d.endpoint].down.empty()) {
+      healthy_delivered_at_.push_back(now);
     }
+    Trace(TraceEvent::Kind::kDelivered, now, id, d);
   }
 
+  // Dead-letters the delivery and frees its worker.
   void GiveUp(int64_t now, int id, Delivery& d, engine::Reason r) {
     d.settled = true;
     ++result_.given_up;
+    ++result_.per_endpoint[d.endpoint].given_up;
     ++result_.given_up_by_reason[static_cast<int>(r)];
     if (trace_) {
       TraceEvent t;
       t.kind = TraceEvent::Kind::kGaveUp;
       t.time_ns = now;
       t.delivery = id;
+      t.endpoint = d.endpoint;
       t.attempt = d.attempt;
       t.reason = r;
       trace_(t);
     }
+    FreeWorker(now, id, d);
   }
 
   // Independent clients, after a failed attempt (or a retry the budget
   // skipped): attempt limit -> delay from the client's own policy ->
   // Retry-After (the client's own, clamped to the cap) -> horizon. The
   // budget (kFullJitterBudget) is asked when the retry is due (kSend), so it
-  // removes attempts without changing when the others happen.
+  // removes attempts without changing when the others happen. The client
+  // sleeps in its worker.
   void DecideRetry(int64_t now, int id, Delivery& d, bool after_failure) {
     if (d.attempt >= s_.max_attempts) {
       GiveUp(now, id, d, engine::Reason::kAttemptsExhausted);
@@ -339,8 +429,9 @@ class Run {
 
   absl::Status Admit(int64_t now, int id, Delivery& d) {
     engine::AdmitInput in;
-    in.endpoint = kEndpoint;
+    in.endpoint = keys_[d.endpoint];
     in.attempt = d.attempt;
+    in.deadline = deadline_;
     in.first_attempt_time = Epoch();
     ++result_.admits;
     absl::StatusOr<engine::Decision> dec = engine_->Admit(in);
@@ -353,10 +444,11 @@ class Run {
 
   absl::Status ReportAnswer(int64_t now, int id, Delivery& d) {
     engine::ReportInput in;
-    in.endpoint = kEndpoint;
+    in.endpoint = keys_[d.endpoint];
     in.attempt = d.attempt;
     in.outcome = d.last.outcome;
     in.retry_after = d.last.retry_after;
+    in.deadline = deadline_;
     in.first_attempt_time = Epoch();
     ++result_.reports;
     absl::StatusOr<engine::Decision> dec = engine_->Report(in);
@@ -375,7 +467,9 @@ class Run {
     return Follow(now, id, d, *dec);
   }
 
-  // What a worker does with a decision (client/retry_loop.h).
+  // What a worker does with a decision (client/retry_loop.h): a PROCEED
+  // delay is waited in the worker; a DEFER parks the delivery, frees the
+  // worker, and queues for one again at defer_until.
   absl::Status Follow(int64_t now, int id, Delivery& d,
                       const engine::Decision& dec) {
     switch (dec.verdict) {
@@ -398,7 +492,8 @@ class Run {
               "engine deferred into the past (", ReasonName(dec.reason), ")"));
         }
         d.attempt = dec.attempt;  // unchanged on Admit; the next on Report
-        Push(until, id, EventType::kAdmit);
+        Push(until, id, EventType::kReady);
+        FreeWorker(now, id, d);
         return absl::OkStatus();
       }
       case engine::Verdict::kGiveUp:
@@ -410,6 +505,17 @@ class Run {
     return absl::InternalError("engine answered DONE to a non-success");
   }
 
+  // The time the `need`-th of `times` (in time order) came, or none.
+  static std::optional<int64_t> Nth99(const std::vector<int64_t>& times,
+                                      int64_t population) {
+    const int64_t need =
+        static_cast<int64_t>(std::ceil(0.99 * static_cast<double>(population)));
+    if (need < 1 || static_cast<int64_t>(times.size()) < need) {
+      return std::nullopt;
+    }
+    return times[need - 1];
+  }
+
   PolicyResult Finish() {
     for (const Delivery& d : deliveries_) {
       if (!d.settled) ++result_.unfinished;
@@ -418,26 +524,33 @@ class Run {
     result_.settled_s = clock_.now_ns() / 1e9;
     // Peaks over whole buckets, each bucket in the phase where it starts:
     // opening wave, rest of the outage, recovery window.
-    const int64_t opening_ns = std::min(Ns(OpeningWave(s_)), outage_ns_);
-    const int64_t window_end = outage_ns_ + Ns(s_.recovery_window);
+    const int64_t opening_ns = std::min(Ns(OpeningWave(s_)), recovery_ns_);
+    const int64_t window_end = recovery_ns_ + Ns(s_.recovery_window);
     const double per_s = 1e9 / static_cast<double>(bucket_ns_);
     for (size_t b = 0; b < result_.attempts_per_bucket.size(); ++b) {
       const int64_t start = static_cast<int64_t>(b) * bucket_ns_;
       const double rps = result_.attempts_per_bucket[b] * per_s;
       if (start < opening_ns) {
         result_.peak_rps_opening = std::max(result_.peak_rps_opening, rps);
-      } else if (start < outage_ns_) {
+      } else if (start < recovery_ns_) {
         result_.peak_rps_outage = std::max(result_.peak_rps_outage, rps);
       } else if (start < window_end) {
         result_.peak_rps_recovery = std::max(result_.peak_rps_recovery, rps);
       }
     }
-    // 99% of every delivery, counted at its success answer.
-    const int64_t need = static_cast<int64_t>(
-        std::ceil(0.99 * static_cast<double>(s_.subscriptions)));
-    if (need >= 1 && static_cast<int64_t>(delivered_at_.size()) >= need) {
-      const int64_t t = delivered_at_[need - 1];  // already in time order
-      result_.time_to_99_s = std::max<int64_t>(0, t - outage_ns_) / 1e9;
+    // 99% of every delivery, counted at its success answer, from the
+    // recovery; 99% of the always-up endpoints' deliveries, from t=0.
+    if (std::optional<int64_t> t = Nth99(delivered_at_, s_.subscriptions)) {
+      result_.time_to_99_s = std::max<int64_t>(0, *t - recovery_ns_) / 1e9;
+    }
+    int64_t healthy = 0;
+    for (size_t e = 0; e < s_.endpoints.size(); ++e) {
+      if (s_.endpoints[e].down.empty()) {
+        healthy += result_.per_endpoint[e].deliveries;
+      }
+    }
+    if (std::optional<int64_t> t = Nth99(healthy_delivered_at_, healthy)) {
+      result_.healthy_time_to_99_s = *t / 1e9;
     }
     return result_;
   }
@@ -446,7 +559,8 @@ class Run {
   const Policy p_;
   const TraceFn& trace_;
   VirtualClock clock_;
-  Endpoint endpoint_;
+  std::vector<Endpoint> endpoints_;
+  std::vector<std::string> keys_;  // the engine's key for each endpoint
   engine::SeededRandom rng_;
   std::vector<Delivery> deliveries_;
   std::vector<engine::RetryBudget> budgets_;
@@ -454,11 +568,18 @@ class Run {
   engine::BackoffParams backoff_;
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   uint64_t seq_ = 0;
-  int64_t outage_ns_ = 0;
+  // The pool: free workers, and the deliveries waiting for one (FIFO).
+  int64_t free_workers_ = 0;
+  std::deque<int> ready_;
+  bool dispatching_ = false;
+  absl::Status error_;  // an engine error met while dispatching
+  int64_t recovery_ns_ = 0;
   int64_t bucket_ns_ = 1;
   int64_t response_ns_ = 0;
   int64_t horizon_ns_ = 0;
+  absl::Time deadline_;  // every delivery's: creation (t=0) + horizon
   std::vector<int64_t> delivered_at_;
+  std::vector<int64_t> healthy_delivered_at_;
   PolicyResult result_;
 };
 
@@ -497,6 +618,102 @@ std::optional<Policy> PolicyFromKey(absl::string_view key) {
   return std::nullopt;
 }
 
+EndpointSpec OutageEndpoint(absl::Duration outage, double capacity_per_second,
+                            absl::Duration down_retry_after) {
+  EndpointSpec e;
+  if (outage > absl::ZeroDuration()) {
+    e.down.push_back({absl::ZeroDuration(), outage});
+  }
+  e.capacity_per_second = capacity_per_second;
+  e.down_retry_after = down_retry_after;
+  return e;
+}
+
+std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
+                                   int cycles) {
+  std::vector<DownInterval> out;
+  for (int i = 0; i < cycles; ++i) {
+    const absl::Duration start = i * (down + up);
+    out.push_back({start, start + down});
+  }
+  return out;
+}
+
+absl::Duration Recovery(const Scenario& s) {
+  absl::Duration end = absl::ZeroDuration();
+  for (const EndpointSpec& e : s.endpoints) {
+    for (const DownInterval& d : e.down) end = std::max(end, d.end);
+  }
+  return end;
+}
+
+bool MixesHealthyAndDown(const Scenario& s) {
+  bool up = false, down = false;
+  for (const EndpointSpec& e : s.endpoints) (e.down.empty() ? up : down) = true;
+  return up && down;
+}
+
+std::vector<int> AssignEndpoints(const Scenario& s) {
+  // Smooth weighted round-robin: each delivery goes to the endpoint with
+  // the most credit, which then pays the total back.
+  const size_t n = s.endpoints.size();
+  std::vector<double> credit(n, 0.0);
+  double total = 0;
+  for (const EndpointSpec& e : s.endpoints) total += e.share;
+  std::vector<int> out(std::max(0, s.subscriptions), 0);
+  if (n <= 1) return out;
+  for (int i = 0; i < s.subscriptions; ++i) {
+    size_t best = 0;
+    for (size_t e = 0; e < n; ++e) {
+      credit[e] += s.endpoints[e].share;
+      if (credit[e] > credit[best]) best = e;
+    }
+    credit[best] -= total;
+    out[i] = static_cast<int>(best);
+  }
+  return out;
+}
+
+namespace {
+
+void ValidateEndpoints(const Scenario& s, std::vector<std::string>* errors) {
+  if (s.endpoints.empty() || s.endpoints.size() > 1000) {
+    errors->push_back("endpoints: must have 1..1000 endpoints");
+    return;
+  }
+  const absl::Duration zero = absl::ZeroDuration();
+  for (size_t i = 0; i < s.endpoints.size(); ++i) {
+    const EndpointSpec& e = s.endpoints[i];
+    const std::string name = absl::StrCat("endpoints[", i, "]");
+    absl::Duration previous_end = zero;
+    for (size_t j = 0; j < e.down.size(); ++j) {
+      const DownInterval& d = e.down[j];
+      if (d.start < previous_end || d.end <= d.start) {
+        errors->push_back(absl::StrCat(
+            name, ".down[", j, "]: must be [start, end) with start < end, "
+            "after the previous interval (and >= 0), got [",
+            absl::FormatDuration(d.start), ", ", absl::FormatDuration(d.end),
+            ")"));
+      }
+      previous_end = d.end;
+    }
+    if (e.down_retry_after < zero ||
+        e.down_retry_after > engine::kMaxRetryAfter) {
+      errors->push_back(
+          absl::StrCat(name, ".down_retry_after: must be in [0, 24h]"));
+    }
+    if (!(e.capacity_per_second >= 0) || std::isinf(e.capacity_per_second)) {
+      errors->push_back(
+          absl::StrCat(name, ".capacity_per_second: must be finite and >= 0"));
+    }
+    if (!(e.share > 0) || std::isinf(e.share)) {
+      errors->push_back(absl::StrCat(name, ".share: must be finite and > 0"));
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status ValidateScenario(const Scenario& s) {
   std::vector<std::string> errors;
   auto check = [&errors](bool ok, absl::string_view field,
@@ -506,7 +723,9 @@ absl::Status ValidateScenario(const Scenario& s) {
   const absl::Duration zero = absl::ZeroDuration();
   check(s.subscriptions >= 1 && s.subscriptions <= 10000000, "subscriptions",
         "must be in [1, 10000000]");
-  check(s.outage >= zero, "outage", "must be >= 0");
+  ValidateEndpoints(s, &errors);
+  check(s.concurrency >= 0 && s.concurrency <= 10000000, "concurrency",
+        "must be in [0, 10000000] (0 = unlimited)");
   check(s.base >= absl::Milliseconds(1), "base", "must be >= 1ms");
   check(s.cap >= s.base && s.cap <= absl::Hours(1), "cap",
         "must be in [base, 1h]");
@@ -516,19 +735,16 @@ absl::Status ValidateScenario(const Scenario& s) {
         "must be in [0, 7 days]");
   check(s.response_time > zero && s.response_time <= absl::Minutes(10),
         "response_time", "must be in (0, 10min]");
-  check(s.capacity_per_second >= 0, "capacity_per_second", "must be >= 0");
   check(s.initial_jitter >= zero && s.initial_jitter <= absl::Seconds(10),
         "initial_jitter", "must be in [0, 10s]");
-  check(s.outage_retry_after >= zero &&
-            s.outage_retry_after <= engine::kMaxRetryAfter,
-        "outage_retry_after", "must be in [0, 24h]");
   check(s.workers >= 1 && s.workers <= s.subscriptions, "workers",
         "must be in [1, subscriptions]");
   check(s.bucket >= absl::Milliseconds(1), "bucket", "must be >= 1ms");
   check(s.recovery_window >= s.bucket, "recovery_window", "must be >= bucket");
   check(!s.opening_wave.has_value() || *s.opening_wave >= zero, "opening_wave",
         "must be >= 0");
-  check(s.max_virtual_time > s.outage, "max_virtual_time", "must be > outage");
+  check(s.max_virtual_time > Recovery(s), "max_virtual_time",
+        "must be after the last down interval ends");
   absl::Status engine = engine::ValidateEngineConfig(CoordinatedConfig(s));
   if (!engine.ok()) errors.push_back(absl::StrCat("engine: ", engine.message()));
   if (errors.empty()) return absl::OkStatus();
@@ -536,11 +752,7 @@ absl::Status ValidateScenario(const Scenario& s) {
 }
 
 engine::PolicyParams DefaultCoordinatedPolicy() {
-  engine::PolicyParams p;
-  p.breaker.open_base = absl::Seconds(1);
-  p.breaker.open_max = absl::Seconds(4);
-  p.deferral.release_rate_per_second = 700;
-  return p;
+  return engine::PolicyParams{};
 }
 
 absl::Duration OpeningWave(const Scenario& s) {

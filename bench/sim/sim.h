@@ -1,6 +1,25 @@
 // stagger-sim's core: a discrete-event simulation of a fleet of delivery
-// workers retrying against one endpoint that is down for a while and then
-// recovers (seed 000's benchmark), on a virtual clock.
+// workers retrying against endpoints that are down for a while and then
+// recover (seed 000's benchmark, generalised), on a virtual clock.
+//
+// The model (Scenario):
+//  - `subscriptions` deliveries are created at t=0 and assigned to the
+//    scenario's endpoints by share (smooth weighted round-robin: equal
+//    shares give 0, 1, 2, ..., 0, 1, 2, ...).
+//  - Each endpoint has a failure schedule (a list of down intervals; one
+//    interval [0, outage) is seed 000's outage, several are a flapping
+//    endpoint), a failure kind while down (500 = RETRYABLE_FAILURE, or 503
+//    with Retry-After = RATE_LIMITED + retry_after), and a capacity while up
+//    (attempts above it fail like an overloaded server's 503, no
+//    Retry-After).
+//  - A shared pool of `concurrency` workers (0 = unlimited) runs the
+//    deliveries. A delivery takes a worker when it starts and queues for one
+//    FIFO when none is free (at t=0 in delivery order; a parked delivery
+//    coming back joins at the back). An independent client holds its worker
+//    until it ends (its backoff sleeps happen in the worker's thread, as in
+//    an in-process retry loop); a coordinated one holds it through PROCEED
+//    delays (RetryLoop waits) but frees it on DEFER (the delivery is parked
+//    and queues for a worker again at defer_until) and at its end.
 //
 // Contract:
 //  - No real time passes: events sit in a priority queue ordered by
@@ -15,23 +34,31 @@
 //    clients: each delivery keeps its own backoff state and computes delays
 //    with engine::NextBackoff (the engine's policy code), honours its own
 //    Retry-After (above the delay, clamped to the cap), and gives up at the
-//    attempt limit or the horizon. kFullJitterBudget adds one
+//    attempt limit or the horizon (also before a first attempt that a busy
+//    pool would start past it). kFullJitterBudget adds one
 //    engine::RetryBudget per worker process (Scenario::workers processes,
 //    deliveries assigned round-robin), asked when a retry is due: a refused
 //    retry is skipped (not sent, not counted against the attempt limit) and
 //    the delivery waits for its next backoff slot.
-//  - kCoordinated drives one engine::Engine exactly as workers would through
-//    the client's RetryLoop: Admit before every attempt, Report after it; a
-//    PROCEED delay is waited before sending, a DEFER parks the delivery and
-//    Admits the same attempt again at defer_until, a GIVE_UP dead-letters it.
+//  - kCoordinated drives one engine::Engine, on the engine's own defaults
+//    (DefaultCoordinatedPolicy), exactly as workers would through the
+//    client's RetryLoop: Admit before every attempt, Report after it, each
+//    with the delivery's deadline (creation + horizon) and first-attempt
+//    time (creation); a PROCEED delay is waited before sending, a DEFER
+//    parks the delivery and Admits the same attempt again at defer_until, a
+//    GIVE_UP dead-letters it. One engine key per endpoint.
 //  - Nothing is lost: at the end every delivery is delivered or given up
 //    with an engine::Reason (unfinished counts the ones still pending when
 //    the max_virtual_time guard stopped the run; 0 in any sane scenario).
 //
 // Units: durations are absl::Duration; rates are attempts per second of
-// virtual time; times in results are seconds since the outage began (t=0,
-// when every delivery is created).
-// Not thread-safe; one simulation per thread.
+// virtual time; times in results are seconds since the recovery (the end of
+// the last down interval of any endpoint, Recovery()), except
+// healthy_time_to_99_s, which counts from t=0 (when every delivery is
+// created).
+// stagger-sim --matrix runs a fixed grid of such scenarios (matrix.h).
+// Simulations share nothing: separate ones may run on separate threads
+// (RunMatrix does); one simulation is single-threaded.
 #ifndef STAGGER_BENCH_SIM_SIM_H_
 #define STAGGER_BENCH_SIM_SIM_H_
 
@@ -75,29 +102,60 @@ const char* PolicyKey(Policy p);
 const char* PolicyTitle(Policy p);
 std::optional<Policy> PolicyFromKey(absl::string_view key);
 
-// The coordinated row's engine policy for the default scenario: the
-// engine's embedded defaults except
-//   breaker.open_base 1s, breaker.open_max 4s: a fleet-wide probe round
-//     costs half_open_probes (5) attempts in all, so probing every few
-//     seconds is cheap, and it bounds how long a recovery goes unnoticed;
-//   deferral.release_rate_per_second 700: the operator's catch-up rate for
-//     this endpoint, below full jitter's natural recovery peak (~850/s
-//     here), so the comparison is at equal or lower load. It is a ceiling:
-//     with capacity_per_second below it, the engine's adaptive release pace
-//     halves on the overload failures and grows back (engine.h).
+// The coordinated row's engine policy: the engine's own defaults
+// (engine::PolicyParams{}, what staggerd embeds), untuned. The scenario's
+// base, cap, max_attempts, horizon and initial_jitter overwrite its backoff
+// (CoordinatedConfig): they are the deliveries' retry policy, the same for
+// every row.
 engine::PolicyParams DefaultCoordinatedPolicy();
+
+// [start, end) of virtual time since t=0.
+struct DownInterval {
+  absl::Duration start;
+  absl::Duration end;
+};
+
+// One endpoint the fleet delivers to.
+struct EndpointSpec {
+  // When the endpoint fails every attempt: sorted, disjoint, non-empty
+  // intervals (none: always up).
+  std::vector<DownInterval> down;
+  // What it answers while down: 0 = a plain failure (500,
+  // RETRYABLE_FAILURE); > 0 = 503 with this Retry-After (RATE_LIMITED).
+  absl::Duration down_retry_after = absl::ZeroDuration();
+  // While up, at most this many attempts per second succeed (a token bucket
+  // holding 100 ms worth, refilled while down, so full at each recovery);
+  // attempts above it fail like an overloaded server's 503 (no
+  // Retry-After). 0 = unlimited.
+  double capacity_per_second = 0;
+  // Relative share of the deliveries, > 0.
+  double share = 1;
+};
+
+// An endpoint down in [0, outage) (none if outage is 0), then up.
+EndpointSpec OutageEndpoint(absl::Duration outage, double capacity_per_second = 0,
+                            absl::Duration down_retry_after = absl::ZeroDuration());
+// `cycles` down intervals of `down`, `up` apart, the first at t=0:
+// [0, down), [down + up, 2 down + up), ...
+std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
+                                   int cycles);
 
 // The experiment. Defaults are seed 000's scenario as this simulator
 // interprets it (README.md, "Outage simulator"): 10,000 deliveries created
-// at t=0, one endpoint down in [0, outage), then instantly healthy. The
-// seed's "four attempts" cannot outlast a 20 s outage at base 200 ms (they
-// end within ~3 s), so deliveries are bounded by a usefulness horizon
-// (120 s) and a generous attempt limit (50) instead: enough for every
-// backoff policy to reach the recovery, not for immediate retries (50
-// attempts x 250 ms = 12.5 s), which the seed also has never delivering.
+// at t=0, one endpoint down in [0, 20 s), then instantly healthy, no limit
+// on concurrent workers. The seed's "four attempts" cannot outlast a 20 s
+// outage at base 200 ms (they end within ~3 s), so deliveries are bounded
+// by a usefulness horizon (120 s) and a generous attempt limit (50)
+// instead: enough for every backoff policy to reach the recovery, not for
+// immediate retries (50 attempts x 250 ms = 12.5 s), which the seed also
+// has never delivering.
 struct Scenario {
   int subscriptions = 10000;                   // deliveries, 1..10,000,000
-  absl::Duration outage = absl::Seconds(20);   // endpoint down in [0, outage)
+  // 1..1000 endpoints; deliveries are assigned by share.
+  std::vector<EndpointSpec> endpoints = {OutageEndpoint(absl::Seconds(20))};
+  // Workers shared by every delivery: 0 = unlimited (one per delivery),
+  // else 1..10,000,000. See the model above for who holds one when.
+  int concurrency = 0;
   absl::Duration base = absl::Milliseconds(200);  // backoff base
   absl::Duration cap = absl::Seconds(30);         // backoff cap
   // Attempts per delivery, counting the first (1..100, the engine's range).
@@ -109,16 +167,10 @@ struct Scenario {
   // the seed's no-backoff row (41,000 attempts/s from 10,000 clients)
   // implies ~245 ms per failed attempt.
   absl::Duration response_time = absl::Milliseconds(250);
-  // After recovery the endpoint answers at most this many attempts per
-  // second (a token bucket holding 100 ms worth); attempts above it fail
-  // like an overloaded server's 503. 0 = unlimited.
-  double capacity_per_second = 0;
   // First attempts are sent uniformly within [0, initial_jitter) of
-  // creation (every policy; the coordinated engine draws it itself).
+  // the delivery's start (every policy; the coordinated engine draws it
+  // itself).
   absl::Duration initial_jitter = absl::Milliseconds(50);
-  // If > 0, the down endpoint answers 503 with this Retry-After (outcome
-  // RATE_LIMITED) instead of a plain connection failure.
-  absl::Duration outage_retry_after = absl::ZeroDuration();
   // Worker processes; kFullJitterBudget keeps one retry budget per process.
   int workers = 10;
   // What kFullJitterBudget's per-process budgets count as spending. Both
@@ -130,10 +182,10 @@ struct Scenario {
   BudgetAccounting budget_accounting = BudgetAccounting::kEveryRetry;
   // Rate measurement: attempts are counted in buckets of this width.
   absl::Duration bucket = absl::Seconds(1);
-  // "Peak at recovery" is the highest bucket in [outage, outage + this).
+  // "Peak at recovery" is the highest bucket in [Recovery, Recovery + this).
   absl::Duration recovery_window = absl::Seconds(10);
   // "Peak during the outage" is the highest bucket in [opening_wave,
-  // outage). The opening wave is every delivery's first attempt plus the
+  // Recovery). The opening wave is every delivery's first attempt plus the
   // retries whose intervals are still shorter than a bucket; at that
   // resolution a synchronised herd and a dispersed crowd look alike, so its
   // peak is reported separately (PolicyResult::peak_rps_opening).
@@ -150,6 +202,17 @@ struct Scenario {
   engine::PolicyParams engine_policy = DefaultCoordinatedPolicy();
 };
 
+// The end of the last down interval of any endpoint (0 if none is ever
+// down): "the recovery" that time_to_99_s and the peaks are measured from.
+absl::Duration Recovery(const Scenario& s);
+
+// True if some endpoint is never down and another one is at some point:
+// then healthy_time_to_99_s says how the down one held the others back.
+bool MixesHealthyAndDown(const Scenario& s);
+
+// Which endpoint each delivery goes to (size subscriptions), by share.
+std::vector<int> AssignEndpoints(const Scenario& s);
+
 // OK, or every range error (one per line, each naming the field).
 absl::Status ValidateScenario(const Scenario& s);
 
@@ -164,10 +227,17 @@ engine::EngineConfig CoordinatedConfig(const Scenario& s);
 
 // What happened to one delivery, for tests and tracing.
 struct TraceEvent {
-  enum class Kind : uint8_t { kAttempt, kDelivered, kGaveUp };
+  enum class Kind : uint8_t {
+    kAttempt,
+    kDelivered,
+    kGaveUp,
+    kTookWorker,   // the delivery got a worker (from the pool)
+    kFreedWorker,  // ... and gave it back (end, or coordinated DEFER)
+  };
   Kind kind = Kind::kAttempt;
   int64_t time_ns = 0;  // virtual, since t=0
   int delivery = 0;     // 0..subscriptions-1
+  int endpoint = 0;     // index in Scenario::endpoints
   int attempt = 0;      // kAttempt: 1, 2, ...
   bool failed = false;  // kAttempt: the endpoint was down or overloaded
   engine::Reason reason = engine::Reason::kSucceeded;  // kGaveUp
@@ -179,12 +249,18 @@ struct PolicyResult {
   // The table's columns.
   double peak_rps_outage = 0;    // highest bucket in [opening, outage), /s
   double peak_rps_recovery = 0;  // highest bucket in the recovery window, /s
-  std::optional<double> time_to_99_s;  // recovery -> 99% delivered; none: never
+  // Recovery(s) -> 99% of every delivery delivered; 0 if that came before
+  // the recovery (in a flapping endpoint's up windows); none: never.
+  std::optional<double> time_to_99_s;
   int64_t wasted_attempts = 0;  // retries (attempt >= 2) that failed
   int64_t delivered = 0;
   int64_t given_up = 0;
 
   double peak_rps_opening = 0;   // highest bucket in [0, opening wave), /s
+  // 99% of the deliveries to endpoints that are never down delivered,
+  // seconds since t=0 (not since the recovery). None: never, or no
+  // endpoint is always up.
+  std::optional<double> healthy_time_to_99_s;
 
   // Accounting behind them.
   int64_t attempts = 0;              // every attempt sent, each counted once
@@ -193,6 +269,17 @@ struct PolicyResult {
   int64_t unfinished = 0;            // pending at max_virtual_time
   std::array<int64_t, engine::kMaxReason + 1> given_up_by_reason{};
   std::vector<int64_t> attempts_per_bucket;  // [i]: in [i*bucket, (i+1)*bucket)
+  // Per endpoint, in Scenario::endpoints order.
+  struct PerEndpoint {
+    int64_t deliveries = 0;  // assigned to it
+    int64_t delivered = 0;
+    int64_t given_up = 0;
+    int64_t attempts = 0;
+    int64_t wasted_attempts = 0;
+  };
+  std::vector<PerEndpoint> per_endpoint;
+  // Worker pool: the most deliveries waiting for a worker at once.
+  int64_t peak_waiting_for_worker = 0;
   // Coordinated only: engine calls and what they answered.
   int64_t admits = 0;
   int64_t reports = 0;

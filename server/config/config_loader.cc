@@ -4,18 +4,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +25,9 @@
 #include "google/protobuf/stubs/stringpiece.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/config/json_scanner.h"
+#include "server/engine/engine_config.h"
+#include "server/engine/validation_errors.h"
 
 namespace stagger::config {
 namespace {
@@ -34,42 +35,41 @@ namespace {
 namespace pb = ::stagger::v1::config;
 
 // ---------------------------------------------------------------------------
-// Parse errors.
+// Errors. Every error the loader reports is a ConfigError until it is
+// rendered, once, by ErrorsToStatus: nothing is cut back out of a Status
+// message.
 
-// One parse error; line and column are 1-based, 0 when unknown.
-struct Located {
-  int line = 0;
-  int column = 0;
-  std::string message;
+// One error: where it is in the text ({0, 0} if not known) and the field it
+// is about (an empty path for a plain syntax error).
+struct ConfigError {
+  TextPosition at;
+  engine::FieldError error;
 };
 
-// "file:L:C: msg", "L:C: msg", "file: msg" or "msg".
-std::string FormatLocated(const Located& e, absl::string_view file) {
+ConfigError SyntaxError(TextPosition at, std::string message) {
+  return {at, engine::FieldError{{}, std::move(message)}};
+}
+
+// "file:L:C: error", "L:C: error", "file: error" or "error", where error is
+// "path: message" or the message alone.
+std::string Render(const ConfigError& e, absl::string_view file) {
   std::string out(file);
-  if (e.line > 0) {
-    absl::StrAppend(&out, file.empty() ? "" : ":", e.line, ":", e.column, ": ");
+  if (e.at.line > 0) {
+    absl::StrAppend(&out, file.empty() ? "" : ":", e.at.line, ":", e.at.column,
+                    ": ");
   } else if (!file.empty()) {
     out += ": ";
   }
-  out += e.message;
+  out += e.error.ToString();
   return out;
 }
 
-absl::Status LocatedToStatus(const std::vector<Located>& errors,
-                             absl::string_view file) {
-  std::vector<std::string> lines;
-  lines.reserve(errors.size());
-  for (const Located& e : errors) lines.push_back(FormatLocated(e, file));
-  return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
-}
-
-// Prefixes every line of `status`'s message with "file: ".
-absl::Status PrefixLines(const absl::Status& status, absl::string_view file) {
-  std::vector<std::string> lines;
-  for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
-    lines.push_back(absl::StrCat(file, ": ", line));
-  }
-  return absl::Status(status.code(), absl::StrJoin(lines, "\n"));
+absl::Status ErrorsToStatus(const std::vector<ConfigError>& errors,
+                            absl::string_view file) {
+  return absl::InvalidArgumentError(absl::StrJoin(
+      errors, "\n", [file](std::string* out, const ConfigError& e) {
+        out->append(Render(e, file));
+      }));
 }
 
 // ---------------------------------------------------------------------------
@@ -81,16 +81,12 @@ class CollectingErrorCollector final
   void AddError(int line, google::protobuf::io::ColumnNumber column,
                 const std::string& message) override {
     // The parser's numbers are 0-based; -1 means "no position".
-    Located e;
-    if (line >= 0) {
-      e.line = line + 1;
-      e.column = column + 1;
-    }
-    e.message = message;
-    errors.push_back(std::move(e));
+    TextPosition at;
+    if (line >= 0) at = {line + 1, column + 1};
+    errors.push_back(SyntaxError(at, message));
   }
 
-  std::vector<Located> errors;
+  std::vector<ConfigError> errors;
 };
 
 absl::StatusOr<pb::Config> ParseTextproto(absl::string_view text,
@@ -101,9 +97,9 @@ absl::StatusOr<pb::Config> ParseTextproto(absl::string_view text,
   parser.RecordErrorsTo(&collector);
   if (!parser.ParseFromString(std::string(text), &config)) {
     if (collector.errors.empty()) {
-      collector.errors.push_back({0, 0, "textproto parse error"});
+      collector.errors.push_back(SyntaxError({}, "textproto parse error"));
     }
-    return LocatedToStatus(collector.errors, file);
+    return ErrorsToStatus(collector.errors, file);
   }
   return config;
 }
@@ -111,282 +107,29 @@ absl::StatusOr<pb::Config> ParseTextproto(absl::string_view text,
 // ---------------------------------------------------------------------------
 // JSON.
 
-// proto field name of a JSON key: the parser accepts both the proto name
-// ("max_key_bytes") and the lowerCamel JSON name ("maxKeyBytes").
-std::string ProtoName(absl::string_view key) {
-  std::string out;
-  out.reserve(key.size() + 4);
-  for (char c : key) {
-    if (absl::ascii_isupper(static_cast<unsigned char>(c))) {
-      out += '_';
-      out += absl::ascii_tolower(static_cast<unsigned char>(c));
-    } else {
-      out += c;
+// A field path as the protobuf JSON parser writes it, in components:
+// "overrides[1].policy" -> {"overrides", "[1]", "policy"}; the root, "",
+// -> {"(root)"}.
+std::vector<std::string> PathComponents(absl::string_view path) {
+  if (path.empty()) return {"(root)"};
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    const size_t bracket = std::min(part.find('['), part.size());
+    if (bracket > 0) out.emplace_back(part.substr(0, bracket));
+    for (absl::string_view index :
+         absl::StrSplit(part.substr(bracket), '[', absl::SkipEmpty())) {
+      out.push_back(absl::StrCat("[", index));
     }
   }
   return out;
 }
 
-// A strict RFC 8259 syntax check that also records where each value is, by
-// the path the protobuf JSON parser uses in its errors
-// ("overrides[1].policy.budget.ratio"), so that its first error can be given
-// a line and column. Recursive, depth-limited.
-class JsonScanner {
- public:
-  explicit JsonScanner(absl::string_view text) : s_(text) {}
-
-  // False on the first syntax error, described by error().
-  bool Scan() {
-    SkipWhitespace();
-    if (!Value("", 0)) return false;
-    SkipWhitespace();
-    if (pos_ != s_.size()) return Fail("unexpected text after the JSON value");
-    return true;
-  }
-
-  const Located& error() const { return error_; }
-
-  // Position of the key (or array element) at `path`; {0, 0} if unknown.
-  std::pair<int, int> Find(const std::string& path) const {
-    auto it = positions_.find(path);
-    return it == positions_.end() ? std::pair<int, int>{0, 0} : it->second;
-  }
-
- private:
-  static constexpr int kMaxDepth = 64;
-
-  std::pair<int, int> Here() const {
-    return {line_, static_cast<int>(pos_ - line_start_) + 1};
-  }
-
-  bool Fail(absl::string_view message) {
-    auto [line, column] = Here();
-    error_ = {line, column, std::string(message)};
-    return false;
-  }
-
-  bool AtEnd() const { return pos_ >= s_.size(); }
-  char Peek() const { return s_[pos_]; }
-
-  void Advance() {
-    if (s_[pos_] == '\n') {
-      ++line_;
-      line_start_ = pos_ + 1;
-    }
-    ++pos_;
-  }
-
-  void SkipWhitespace() {
-    while (!AtEnd() && (Peek() == ' ' || Peek() == '\t' || Peek() == '\n' ||
-                        Peek() == '\r')) {
-      Advance();
-    }
-  }
-
-  bool Value(const std::string& path, int depth) {
-    if (depth > kMaxDepth) return Fail("JSON nested too deeply");
-    if (AtEnd()) return Fail("unexpected end of input, expected a value");
-    switch (Peek()) {
-      case '{':
-        return Object(path, depth);
-      case '[':
-        return Array(path, depth);
-      case '"':
-        return String(nullptr);
-      case 't':
-        return Literal("true");
-      case 'f':
-        return Literal("false");
-      case 'n':
-        return Literal("null");
-      default:
-        if (Peek() == '-' || absl::ascii_isdigit(Peek())) return Number();
-        return Fail(absl::StrCat("unexpected character '",
-                                 absl::CEscape(absl::string_view(&s_[pos_], 1)),
-                                 "', expected a value"));
-    }
-  }
-
-  bool Object(const std::string& path, int depth) {
-    Advance();  // '{'
-    SkipWhitespace();
-    if (!AtEnd() && Peek() == '}') {
-      Advance();
-      return true;
-    }
-    absl::flat_hash_set<std::string> seen;
-    while (true) {
-      SkipWhitespace();
-      if (AtEnd() || Peek() != '"') {
-        return Fail("expected a string key (trailing commas are not JSON)");
-      }
-      const std::pair<int, int> key_at = Here();
-      std::string key;
-      if (!String(&key)) return false;
-      std::string name = ProtoName(key);
-      if (!seen.insert(name).second) {
-        error_ = {key_at.first, key_at.second,
-                  absl::StrCat("duplicate key \"", key, "\"")};
-        return false;
-      }
-      std::string child = path.empty() ? name : absl::StrCat(path, ".", name);
-      positions_.emplace(child, key_at);
-      SkipWhitespace();
-      if (AtEnd() || Peek() != ':') return Fail("expected ':' after the key");
-      Advance();
-      SkipWhitespace();
-      if (!Value(child, depth + 1)) return false;
-      SkipWhitespace();
-      if (AtEnd()) return Fail("unexpected end of input, expected ',' or '}'");
-      if (Peek() == ',') {
-        Advance();
-        continue;
-      }
-      if (Peek() == '}') {
-        Advance();
-        return true;
-      }
-      return Fail("expected ',' or '}'");
-    }
-  }
-
-  bool Array(const std::string& path, int depth) {
-    Advance();  // '['
-    SkipWhitespace();
-    if (!AtEnd() && Peek() == ']') {
-      Advance();
-      return true;
-    }
-    for (int i = 0;; ++i) {
-      SkipWhitespace();
-      std::string child = absl::StrCat(path, "[", i, "]");
-      positions_.emplace(child, Here());
-      if (!AtEnd() && Peek() == ']') {
-        return Fail("expected a value (trailing commas are not JSON)");
-      }
-      if (!Value(child, depth + 1)) return false;
-      SkipWhitespace();
-      if (AtEnd()) return Fail("unexpected end of input, expected ',' or ']'");
-      if (Peek() == ',') {
-        Advance();
-        continue;
-      }
-      if (Peek() == ']') {
-        Advance();
-        return true;
-      }
-      return Fail("expected ',' or ']'");
-    }
-  }
-
-  // A string at pos_ ('"'). Escapes are checked; `out`, if given, gets the
-  // content with simple escapes decoded (\u sequences are kept as written:
-  // keys are only used to locate errors).
-  bool String(std::string* out) {
-    Advance();  // '"'
-    while (true) {
-      if (AtEnd()) return Fail("unterminated string");
-      const char c = Peek();
-      if (c == '"') {
-        Advance();
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return Fail("control character in string (escape it)");
-      }
-      if (c != '\\') {
-        if (out != nullptr) *out += c;
-        Advance();
-        continue;
-      }
-      Advance();  // '\\'
-      if (AtEnd()) return Fail("unterminated string");
-      const char e = Peek();
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          if (out != nullptr) *out += e;
-          break;
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-          if (out != nullptr) absl::StrAppend(out, "\\", std::string(1, e));
-          break;
-        case 'u':
-          if (out != nullptr) *out += "\\u";
-          for (int i = 0; i < 4; ++i) {
-            Advance();
-            if (AtEnd() || !absl::ascii_isxdigit(Peek())) {
-              return Fail("\\u must be followed by 4 hex digits");
-            }
-            if (out != nullptr) *out += Peek();
-          }
-          break;
-        default:
-          return Fail(absl::StrCat("invalid escape '\\",
-                                   absl::CEscape(std::string(1, e)), "'"));
-      }
-      Advance();
-    }
-  }
-
-  bool Digits() {
-    if (AtEnd() || !absl::ascii_isdigit(Peek()))
-      return Fail("expected a digit");
-    while (!AtEnd() && absl::ascii_isdigit(Peek())) Advance();
-    return true;
-  }
-
-  bool Number() {
-    if (Peek() == '-') Advance();
-    if (AtEnd()) return Fail("expected a digit");
-    if (Peek() == '0') {
-      Advance();
-      if (!AtEnd() && absl::ascii_isdigit(Peek())) {
-        return Fail("leading zeros are not allowed in JSON numbers");
-      }
-    } else if (!Digits()) {
-      return false;
-    }
-    if (!AtEnd() && Peek() == '.') {
-      Advance();
-      if (!Digits()) return false;
-    }
-    if (!AtEnd() && (Peek() == 'e' || Peek() == 'E')) {
-      Advance();
-      if (!AtEnd() && (Peek() == '+' || Peek() == '-')) Advance();
-      if (!Digits()) return false;
-    }
-    return true;
-  }
-
-  bool Literal(absl::string_view word) {
-    if (!absl::StartsWith(s_.substr(pos_), word)) {
-      return Fail(absl::StrCat("unexpected text, expected a value"));
-    }
-    for (size_t i = 0; i < word.size(); ++i) Advance();
-    if (!AtEnd() && absl::ascii_isalnum(Peek())) {
-      return Fail("unexpected text, expected a value");
-    }
-    return true;
-  }
-
-  absl::string_view s_;
-  size_t pos_ = 0;
-  int line_ = 1;
-  size_t line_start_ = 0;
-  Located error_;
-  absl::flat_hash_map<std::string, std::pair<int, int>> positions_;
-};
-
 // Turns an error of the protobuf JSON parser into a located one. Its
 // messages look like "(default_policy.backoff) bse: Cannot find field.",
 // "(limits.max_endpoints): invalid value 1e+20 for type TYPE_INT64" or,
-// at the root, "foo: Cannot find field.".
-Located LocateJsonError(absl::string_view message, const JsonScanner& scan) {
+// at the root, "foo: Cannot find field.". This is the one place the loader
+// reads error text: protobuf gives nothing else.
+ConfigError LocateJsonError(absl::string_view message, const JsonScan& scan) {
   // Only the first line: some messages append an excerpt of the input.
   message = message.substr(0, message.find('\n'));
   std::string path;
@@ -405,28 +148,29 @@ Located LocateJsonError(absl::string_view message, const JsonScanner& scan) {
         const size_t colon = after.find(": ");
         if (colon != absl::string_view::npos) {
           absl::StrAppend(&path, path.empty() ? "" : ".",
-                          ProtoName(after.substr(0, colon)));
+                          JsonKeyToProtoName(after.substr(0, colon)));
           rest = std::string(after.substr(colon + 2));
           have_path = true;
         }
       }
     }
   } else if (absl::EndsWith(message, ": Cannot find field.")) {
-    path = ProtoName(message.substr(0, message.find(": ")));
+    path = JsonKeyToProtoName(message.substr(0, message.find(": ")));
     rest = "Cannot find field.";
     have_path = true;
   }
-  if (!have_path) return {0, 0, std::string(message)};
+  if (!have_path) return SyntaxError({}, std::string(message));
   if (rest == "Cannot find field.") rest = "unknown field";
-  auto [line, column] = scan.Find(path);
-  return {line, column,
-          absl::StrCat(path.empty() ? "(root)" : path, ": ", rest)};
+  return {scan.Find(path), engine::FieldError{PathComponents(path), rest}};
 }
 
 absl::StatusOr<pb::Config> ParseJson(absl::string_view text,
                                      absl::string_view file) {
-  JsonScanner scan(text);
-  if (!scan.Scan()) return LocatedToStatus({scan.error()}, file);
+  const JsonScan scan = ScanJson(text);
+  if (scan.error.has_value()) {
+    return ErrorsToStatus({SyntaxError(scan.error->at, scan.error->message)},
+                          file);
+  }
   pb::Config config;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
@@ -434,7 +178,7 @@ absl::StatusOr<pb::Config> ParseJson(absl::string_view text,
       google::protobuf::StringPiece(text.data(), text.size()), &config,
       options);
   if (!status.ok()) {
-    return LocatedToStatus(
+    return ErrorsToStatus(
         {LocateJsonError(std::string(status.message()), scan)}, file);
   }
   return config;
@@ -443,8 +187,9 @@ absl::StatusOr<pb::Config> ParseJson(absl::string_view text,
 absl::StatusOr<pb::Config> Parse(absl::string_view text, Format format,
                                  absl::string_view file) {
   if (text.size() > kMaxConfigBytes) {
-    return LocatedToStatus(
-        {{0, 0, absl::StrCat("larger than ", kMaxConfigBytes, " bytes")}},
+    return ErrorsToStatus(
+        {SyntaxError({},
+                     absl::StrCat("larger than ", kMaxConfigBytes, " bytes"))},
         file);
   }
   return format == Format::kJson ? ParseJson(text, file)
@@ -454,109 +199,107 @@ absl::StatusOr<pb::Config> Parse(absl::string_view text, Format format,
 // ---------------------------------------------------------------------------
 // Conversion.
 
+using Scoped = engine::ValidationErrors::ScopedField;
+
+// proto -> EngineConfig, field by field, recording conversion errors (a
+// malformed Duration, an unknown enum value, an override without a match)
+// with their paths. Ranges are ValidateEngineConfig's job, not this one's.
 class Converter {
  public:
-  void Error(const std::string& path, absl::string_view message) {
-    errors_.push_back(absl::StrCat(path, ": ", message));
-  }
-  std::vector<std::string>& errors() { return errors_; }
+  explicit Converter(engine::ValidationErrors* errors) : errors_(errors) {}
 
   // A present, well-formed Duration replaces *out. Negative values pass
   // (ValidateEngineConfig reports them against the field's range); a
   // malformed one is reported here and leaves *out as it was, so that it
   // is not reported twice.
-  void Duration(bool present, const google::protobuf::Duration& d,
-                const std::string& path, absl::Duration* out) {
+  void Duration(absl::string_view name, bool present,
+                const google::protobuf::Duration& d, absl::Duration* out) {
     if (!present) return;
     constexpr int64_t kMaxSeconds = 315576000000;  // 10000 years, as proto
     const int64_t s = d.seconds();
     const int32_t n = d.nanos();
+    Scoped field(errors_, name);
     if (s < -kMaxSeconds || s > kMaxSeconds) {
-      Error(path, absl::StrCat("invalid duration: seconds must be in [",
-                               -kMaxSeconds, ", ", kMaxSeconds, "], got ", s));
-      return;
+      errors_->Add(absl::StrCat("invalid duration: seconds must be in [",
+                                -kMaxSeconds, ", ", kMaxSeconds, "], got ", s));
+    } else if (n < -999999999 || n > 999999999) {
+      errors_->Add(absl::StrCat(
+          "invalid duration: nanos must be in [-999999999, 999999999], got ",
+          n));
+    } else if ((s > 0 && n < 0) || (s < 0 && n > 0)) {
+      errors_->Add(absl::StrCat("invalid duration: seconds (", s,
+                                ") and nanos (", n,
+                                ") must have the same sign"));
+    } else {
+      *out = absl::Seconds(s) + absl::Nanoseconds(n);
     }
-    if (n < -999999999 || n > 999999999) {
-      Error(path, absl::StrCat("invalid duration: nanos must be in "
-                               "[-999999999, 999999999], got ",
-                               n));
-      return;
-    }
-    if ((s > 0 && n < 0) || (s < 0 && n > 0)) {
-      Error(path,
-            absl::StrCat("invalid duration: seconds (", s, ") and nanos (", n,
-                         ") must have the same sign"));
-      return;
-    }
-    *out = absl::Seconds(s) + absl::Nanoseconds(n);
   }
 
-  void Backoff(const pb::Backoff& b, const std::string& path,
-               engine::BackoffParams* out) {
-    if (b.has_kind()) {
-      switch (b.kind()) {
-        case pb::Backoff::KIND_UNSPECIFIED:
-          break;  // unset: keep the inherited kind
-        case pb::Backoff::EXPONENTIAL:
-          out->kind = engine::BackoffKind::kExponential;
-          break;
-        case pb::Backoff::EQUAL_JITTER:
-          out->kind = engine::BackoffKind::kEqualJitter;
-          break;
-        case pb::Backoff::FULL_JITTER:
-          out->kind = engine::BackoffKind::kFullJitter;
-          break;
-        case pb::Backoff::DECORRELATED_JITTER:
-          out->kind = engine::BackoffKind::kDecorrelatedJitter;
-          break;
-        default:
-          Error(path + ".kind",
-                absl::StrCat("unknown value ", static_cast<int>(b.kind())));
+  void Kind(const pb::Backoff& b, engine::BackoffKind* out) {
+    if (!b.has_kind()) return;
+    switch (b.kind()) {
+      case pb::Backoff::KIND_UNSPECIFIED:
+        break;  // unset: keep the inherited kind
+      case pb::Backoff::EXPONENTIAL:
+        *out = engine::BackoffKind::kExponential;
+        break;
+      case pb::Backoff::EQUAL_JITTER:
+        *out = engine::BackoffKind::kEqualJitter;
+        break;
+      case pb::Backoff::FULL_JITTER:
+        *out = engine::BackoffKind::kFullJitter;
+        break;
+      case pb::Backoff::DECORRELATED_JITTER:
+        *out = engine::BackoffKind::kDecorrelatedJitter;
+        break;
+      default: {
+        Scoped field(errors_, "kind");
+        errors_->Add(
+            absl::StrCat("unknown value ", static_cast<int>(b.kind())));
       }
     }
-    Duration(b.has_base(), b.base(), path + ".base", &out->base);
-    Duration(b.has_cap(), b.cap(), path + ".cap", &out->cap);
-    if (b.has_max_attempts()) out->max_attempts = b.max_attempts();
-    Duration(b.has_initial_jitter(), b.initial_jitter(),
-             path + ".initial_jitter", &out->initial_jitter);
-    Duration(b.has_retry_after_max(), b.retry_after_max(),
-             path + ".retry_after_max", &out->retry_after_max);
-    Duration(b.has_horizon(), b.horizon(), path + ".horizon", &out->horizon);
   }
 
-  void Budget(const pb::RetryBudget& b, const std::string& path,
-              engine::BudgetParams* out) {
+  void Backoff(const pb::Backoff& b, engine::BackoffParams* out) {
+    Kind(b, &out->kind);
+    Duration("base", b.has_base(), b.base(), &out->base);
+    Duration("cap", b.has_cap(), b.cap(), &out->cap);
+    if (b.has_max_attempts()) out->max_attempts = b.max_attempts();
+    Duration("initial_jitter", b.has_initial_jitter(), b.initial_jitter(),
+             &out->initial_jitter);
+    Duration("retry_after_max", b.has_retry_after_max(), b.retry_after_max(),
+             &out->retry_after_max);
+    Duration("horizon", b.has_horizon(), b.horizon(), &out->horizon);
+  }
+
+  void Budget(const pb::RetryBudget& b, engine::BudgetParams* out) {
     if (b.has_ratio()) out->ratio = b.ratio();
     if (b.has_min_retries_per_second()) {
       out->min_retries_per_second = b.min_retries_per_second();
     }
-    Duration(b.has_window(), b.window(), path + ".window", &out->window);
+    Duration("window", b.has_window(), b.window(), &out->window);
   }
 
-  void Breaker(const pb::CircuitBreaker& b, const std::string& path,
-               engine::BreakerParams* out) {
+  void Breaker(const pb::CircuitBreaker& b, engine::BreakerParams* out) {
     if (b.has_enabled()) out->enabled = b.enabled();
     if (b.has_consecutive_failures()) {
       out->consecutive_failures = b.consecutive_failures();
     }
     if (b.has_failure_ratio()) out->failure_ratio = b.failure_ratio();
     if (b.has_min_throughput()) out->min_throughput = b.min_throughput();
-    Duration(b.has_window(), b.window(), path + ".window", &out->window);
-    Duration(b.has_open_base(), b.open_base(), path + ".open_base",
-             &out->open_base);
-    Duration(b.has_open_max(), b.open_max(), path + ".open_max",
-             &out->open_max);
+    Duration("window", b.has_window(), b.window(), &out->window);
+    Duration("open_base", b.has_open_base(), b.open_base(), &out->open_base);
+    Duration("open_max", b.has_open_max(), b.open_max(), &out->open_max);
     if (b.has_half_open_probes()) out->half_open_probes = b.half_open_probes();
     if (b.has_close_after_successes()) {
       out->close_after_successes = b.close_after_successes();
     }
-    Duration(b.has_probe_timeout(), b.probe_timeout(), path + ".probe_timeout",
+    Duration("probe_timeout", b.has_probe_timeout(), b.probe_timeout(),
              &out->probe_timeout);
   }
 
-  void Deferral(const pb::Deferral& d, const std::string& path,
-                engine::DeferralParams* out) {
-    Duration(d.has_spread(), d.spread(), path + ".spread", &out->spread);
+  void Deferral(const pb::Deferral& d, engine::DeferralParams* out) {
+    Duration("spread", d.has_spread(), d.spread(), &out->spread);
     if (d.has_release_rate_per_second()) {
       out->release_rate_per_second = d.release_rate_per_second();
     }
@@ -567,13 +310,24 @@ class Converter {
   // follows this policy's cap). Returns whether this policy's
   // retry_after_max is explicit.
   bool Policy(const pb::Policy& p, const engine::PolicyParams& inherited,
-              bool inherited_ram_explicit, const std::string& path,
-              engine::PolicyParams* out) {
+              bool inherited_ram_explicit, engine::PolicyParams* out) {
     *out = inherited;
-    Backoff(p.backoff(), path + ".backoff", &out->backoff);
-    Budget(p.budget(), path + ".budget", &out->budget);
-    Breaker(p.breaker(), path + ".breaker", &out->breaker);
-    Deferral(p.deferral(), path + ".deferral", &out->deferral);
+    {
+      Scoped field(errors_, "backoff");
+      Backoff(p.backoff(), &out->backoff);
+    }
+    {
+      Scoped field(errors_, "budget");
+      Budget(p.budget(), &out->budget);
+    }
+    {
+      Scoped field(errors_, "breaker");
+      Breaker(p.breaker(), &out->breaker);
+    }
+    {
+      Scoped field(errors_, "deferral");
+      Deferral(p.deferral(), &out->deferral);
+    }
     const bool explicit_ram = p.backoff().has_retry_after_max();
     if (!explicit_ram && !inherited_ram_explicit) {
       out->backoff.retry_after_max = out->backoff.cap;
@@ -581,17 +335,115 @@ class Converter {
     return explicit_ram || inherited_ram_explicit;
   }
 
+  // An override whose match is unset gets a placeholder pattern so that
+  // the range check does not report it a second time; the config is
+  // refused either way.
+  engine::PolicyOverride Override(const pb::Override& o,
+                                  const engine::PolicyParams& defaults,
+                                  bool default_ram_explicit) {
+    engine::PolicyOverride po;
+    switch (o.match_case()) {
+      case pb::Override::kPrefix:
+        po.match = engine::PolicyOverride::Match::kPrefix;
+        po.pattern = o.prefix();
+        break;
+      case pb::Override::kGlob:
+        po.match = engine::PolicyOverride::Match::kGlob;
+        po.pattern = o.glob();
+        break;
+      default: {
+        Scoped field(errors_, "match");
+        errors_->Add("set prefix or glob");
+        po.pattern = "(unset)";
+      }
+    }
+    Scoped field(errors_, "policy");
+    Policy(o.policy(), defaults, default_ram_explicit, &po.policy);
+    return po;
+  }
+
   void Limits(const pb::Limits& l, engine::Limits* out) {
     if (l.has_max_key_bytes()) out->max_key_bytes = l.max_key_bytes();
     if (l.has_max_endpoints()) out->max_endpoints = l.max_endpoints();
-    Duration(l.has_idle_eviction(), l.idle_eviction(), "limits.idle_eviction",
+    Duration("idle_eviction", l.has_idle_eviction(), l.idle_eviction(),
              &out->idle_eviction);
     if (l.has_max_batch_size()) out->max_batch_size = l.max_batch_size();
   }
 
+  engine::EngineConfig Config(const pb::Config& config) {
+    engine::EngineConfig out;
+    bool default_ram_explicit;
+    {
+      Scoped field(errors_, "default_policy");
+      const engine::PolicyParams defaults;  // engine_config.h's defaults
+      default_ram_explicit =
+          Policy(config.default_policy(), defaults,
+                 /*inherited_ram_explicit=*/false, &out.default_policy);
+    }
+    {
+      Scoped field(errors_, "overrides");
+      for (int i = 0; i < config.overrides_size(); ++i) {
+        Scoped index(errors_, static_cast<size_t>(i));
+        out.overrides.push_back(Override(
+            config.overrides(i), out.default_policy, default_ram_explicit));
+      }
+    }
+    Scoped field(errors_, "limits");
+    Limits(config.limits(), &out.limits);
+    return out;
+  }
+
  private:
-  std::vector<std::string> errors_;
+  engine::ValidationErrors* errors_;
 };
+
+// An override inherits default_policy's values, and with them its errors:
+// an error at overrides[i].policy.X saying exactly what default_policy.X
+// says (same path below the policy, same message) is that inherited error.
+// Returns `errors` without those, so each is reported once, where the value
+// was written.
+std::vector<engine::FieldError> WithoutInheritedErrors(
+    const std::vector<engine::FieldError>& errors) {
+  // default_policy's errors with their paths relative to the policy.
+  std::vector<engine::FieldError> in_default;
+  for (const engine::FieldError& e : errors) {
+    if (!e.path.empty() && e.path[0] == "default_policy") {
+      in_default.push_back({{e.path.begin() + 1, e.path.end()}, e.message});
+    }
+  }
+  std::vector<engine::FieldError> out;
+  for (const engine::FieldError& e : errors) {
+    const bool in_override_policy =
+        e.path.size() > 3 && e.path[0] == "overrides" && e.path[2] == "policy";
+    if (in_override_policy &&
+        absl::c_linear_search(
+            in_default, engine::FieldError{{e.path.begin() + 3, e.path.end()},
+                                           e.message})) {
+      continue;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+// Converts and validates: every conversion error, then every range error
+// that is not inherited, each with its path and no position. Empty if
+// `*out` is a valid configuration.
+std::vector<ConfigError> Convert(const pb::Config& config,
+                                 engine::EngineConfig* out) {
+  engine::ValidationErrors conversion;
+  *out = Converter(&conversion).Config(config);
+  engine::ValidationErrors range;
+  engine::ValidateEngineConfig(*out, &range);
+  std::vector<ConfigError> errors;
+  for (const engine::FieldError& e : conversion.errors()) {
+    errors.push_back({{}, e});
+  }
+  for (engine::FieldError& e : WithoutInheritedErrors(range.errors())) {
+    errors.push_back({{}, std::move(e)});
+  }
+  return errors;
+}
 
 void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
   absl::Duration rem;
@@ -642,7 +494,9 @@ void PolicyToProto(const engine::PolicyParams& p, pb::Policy* out) {
 
   pb::Deferral* d = out->mutable_deferral();
   SetDuration(p.deferral.spread, d->mutable_spread());
-  d->set_release_rate_per_second(p.deferral.release_rate_per_second);
+  if (p.deferral.release_rate_per_second != 0) {  // 0: no cap, left unset
+    d->set_release_rate_per_second(p.deferral.release_rate_per_second);
+  }
 }
 
 }  // namespace
@@ -708,66 +562,9 @@ absl::StatusOr<v1::config::Config> ParseConfigFile(const std::string& path) {
 
 absl::StatusOr<engine::EngineConfig> ToEngineConfig(
     const v1::config::Config& config) {
-  Converter c;
   engine::EngineConfig out;
-  const engine::PolicyParams defaults;  // engine_config.h's defaults
-  const bool default_ram_explicit = c.Policy(
-      config.default_policy(), defaults,
-      /*inherited_ram_explicit=*/false, "default_policy", &out.default_policy);
-  // An override whose match is unset gets a placeholder pattern so that the
-  // range check below does not report it a second time; the config is
-  // refused either way.
-  for (int i = 0; i < config.overrides_size(); ++i) {
-    const pb::Override& o = config.overrides(i);
-    const std::string path = absl::StrCat("overrides[", i, "]");
-    engine::PolicyOverride po;
-    switch (o.match_case()) {
-      case pb::Override::kPrefix:
-        po.match = engine::PolicyOverride::Match::kPrefix;
-        po.pattern = o.prefix();
-        break;
-      case pb::Override::kGlob:
-        po.match = engine::PolicyOverride::Match::kGlob;
-        po.pattern = o.glob();
-        break;
-      default:
-        c.Error(path + ".match", "set prefix or glob");
-        po.pattern = "(unset)";
-    }
-    c.Policy(o.policy(), out.default_policy, default_ram_explicit,
-             path + ".policy", &po.policy);
-    out.overrides.push_back(std::move(po));
-  }
-  c.Limits(config.limits(), &out.limits);
-
-  std::vector<std::string>& errors = c.errors();
-  if (absl::Status range = engine::ValidateEngineConfig(out); !range.ok()) {
-    // An override inherits default_policy's values, and so its errors: an
-    // override line saying exactly what a default_policy line says (same
-    // field, same message) is that inherited error, reported once, where
-    // the value was written.
-    constexpr absl::string_view kDefault = "default_policy.";
-    const std::vector<absl::string_view> lines =
-        absl::StrSplit(range.message(), '\n');
-    absl::flat_hash_set<absl::string_view> default_errors;
-    for (absl::string_view line : lines) {
-      if (absl::ConsumePrefix(&line, kDefault)) default_errors.insert(line);
-    }
-    for (absl::string_view line : lines) {
-      absl::string_view rest = line;
-      if (absl::ConsumePrefix(&rest, "overrides[")) {
-        const size_t end = rest.find("].policy.");
-        if (end != absl::string_view::npos &&
-            default_errors.contains(rest.substr(end + 9))) {
-          continue;
-        }
-      }
-      errors.emplace_back(line);
-    }
-  }
-  if (!errors.empty()) {
-    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
-  }
+  const std::vector<ConfigError> errors = Convert(config, &out);
+  if (!errors.empty()) return ErrorsToStatus(errors, "");
   return out;
 }
 
@@ -797,8 +594,9 @@ absl::StatusOr<engine::EngineConfig> LoadConfigText(absl::string_view text,
   if (!format.ok()) return format.status();
   absl::StatusOr<pb::Config> proto = Parse(text, *format, path);
   if (!proto.ok()) return proto.status();
-  absl::StatusOr<engine::EngineConfig> config = ToEngineConfig(*proto);
-  if (!config.ok()) return PrefixLines(config.status(), path);
+  engine::EngineConfig config;
+  const std::vector<ConfigError> errors = Convert(*proto, &config);
+  if (!errors.empty()) return ErrorsToStatus(errors, path);
   return config;
 }
 

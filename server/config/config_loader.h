@@ -4,17 +4,17 @@
 // Contract:
 //  - Parse errors carry a 1-based "line:column" (column counted in bytes).
 //    Unknown fields are errors in both formats. For JSON the input is first
-//    checked as strict RFC 8259 JSON (no trailing commas, no duplicate keys,
-//    no comments); a field error from the protobuf JSON parser is located
-//    at the key it is about.
+//    checked as strict RFC 8259 JSON (json_scanner.h: no trailing commas,
+//    no duplicate keys, no comments, valid UTF-8, nesting limited); a field
+//    error from the protobuf JSON parser is located at the key it is about.
 //  - Conversion applies the documented defaults (engine_config.h's default
-//    member values, which equal config.proto's comments). In an override an
-//    unset field takes default_policy's effective value. retry_after_max,
-//    when unset, equals the policy's cap — in an override, unless
-//    default_policy set retry_after_max explicitly, in which case that value
-//    is inherited like any other field. Backoff.kind KIND_UNSPECIFIED counts
-//    as unset (DECORRELATED_JITTER in default_policy, inherited in an
-//    override).
+//    member values, from engine/config_ranges.h, which a test holds
+//    config.proto's comments to). In an override an unset field takes
+//    default_policy's effective value. retry_after_max, when unset, equals
+//    the policy's cap — in an override, unless default_policy set
+//    retry_after_max explicitly, in which case that value is inherited like
+//    any other field. Backoff.kind KIND_UNSPECIFIED counts as unset
+//    (DECORRELATED_JITTER in default_policy, inherited in an override).
 //  - Every conversion error and every range error (ValidateEngineConfig) is
 //    returned together, one per line, each starting with its field path as
 //    in config.proto: "overrides[2].policy.backoff.cap: must be >= base

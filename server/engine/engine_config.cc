@@ -11,14 +11,14 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/engine/config_ranges.h"
+#include "server/engine/validation_errors.h"
 
 namespace stagger::engine {
 
@@ -103,182 +103,206 @@ std::string Secs(absl::Duration d) {
   return out;
 }
 
-class Errors {
- public:
-  void Add(absl::string_view path, absl::string_view message) {
-    lines_.push_back(absl::StrCat(path, ": ", message));
+using Scoped = ValidationErrors::ScopedField;
+
+std::string Text(int64_t v) { return absl::StrCat(v); }
+std::string Text(double v) { return absl::StrCat(v); }
+std::string Text(absl::Duration v) { return Secs(v); }
+
+// The value of `range`'s field, below the current path of `e`. Returns
+// whether it is in range.
+template <typename T>
+bool Check(ValidationErrors* e, const FieldRange<T>& range, T v) {
+  if (range.Contains(v)) return true;
+  Scoped field(e, range.field);
+  e->Add(absl::StrCat("must be in ", range.lo_open ? "(" : "[", Text(range.lo),
+                      ", ", Text(range.hi), "], got ", Text(v)));
+  return false;
+}
+
+// Real numbers must be finite first (NaN compares false to every bound).
+bool Check(ValidationErrors* e, const RealRange& range, double v) {
+  if (!std::isfinite(v)) {
+    Scoped field(e, range.field);
+    e->Add(absl::StrCat("must be a finite number, got ", v));
+    return false;
   }
+  return Check<double>(e, range, v);
+}
 
-  // Inclusive range [lo, hi].
-  void Int(absl::string_view path, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi) {
-      Add(path, absl::StrCat("must be in [", lo, ", ", hi, "], got ", v));
-    }
+// A real number outside the ranges table (see ValidateDeferral).
+void CheckDouble(ValidationErrors* e, absl::string_view name, double v,
+                 double lo, double hi) {
+  Check(e, RealRange{"", name, lo, hi, lo}, v);
+}
+
+// `range`'s field must be at least `other` (the value of the sibling field
+// `other_range`, already known to be in its own range) and at most its own
+// upper bound.
+void CheckAtLeast(ValidationErrors* e, const DurationRange& range,
+                  absl::Duration v, const DurationRange& other_range,
+                  absl::Duration other) {
+  Scoped field(e, range.field);
+  if (v < other) {
+    e->Add(absl::StrCat("must be >= ", other_range.field, " (", Secs(other),
+                        "), got ", Secs(v)));
+  } else if (v > range.hi) {
+    e->Add(absl::StrCat("must be <= ", Secs(range.hi), ", got ", Secs(v)));
   }
+}
 
-  // [lo, hi], or (lo, hi] when `lo_open`; NaN and infinities are refused.
-  void Double(absl::string_view path, double v, double lo, double hi,
-              bool lo_open = false) {
-    if (!std::isfinite(v)) {
-      Add(path, absl::StrCat("must be a finite number, got ", v));
-      return;
-    }
-    if ((lo_open ? v <= lo : v < lo) || v > hi) {
-      Add(path, absl::StrCat("must be in ", lo_open ? "(" : "[", lo, ", ", hi,
-                             "], got ", v));
-    }
-  }
-
-  // Inclusive range [lo, hi]. Returns whether `v` was in range.
-  bool Duration(absl::string_view path, absl::Duration v, absl::Duration lo,
-                absl::Duration hi) {
-    if (v < lo || v > hi) {
-      Add(path, absl::StrCat("must be in [", Secs(lo), ", ", Secs(hi),
-                             "], got ", Secs(v)));
-      return false;
-    }
-    return true;
-  }
-
-  // [other, hi] where `other` is the value of the sibling field `other_name`
-  // (already known to be in its own range).
-  void DurationAtLeast(absl::string_view path, absl::Duration v,
-                       absl::string_view other_name, absl::Duration other,
-                       absl::Duration hi) {
-    if (v < other) {
-      Add(path, absl::StrCat("must be >= ", other_name, " (", Secs(other),
-                             "), got ", Secs(v)));
-    } else if (v > hi) {
-      Add(path, absl::StrCat("must be <= ", Secs(hi), ", got ", Secs(v)));
-    }
-  }
-
-  absl::Status ToStatus() const {
-    if (lines_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
-  }
-
- private:
-  std::vector<std::string> lines_;
-};
-
-constexpr absl::Duration kDay = absl::Hours(24);
-
-void ValidateBackoff(const BackoffParams& b, const std::string& path,
-                     Errors& e) {
+void ValidateBackoff(const BackoffParams& b, ValidationErrors* e) {
   switch (b.kind) {
     case BackoffKind::kExponential:
     case BackoffKind::kEqualJitter:
     case BackoffKind::kFullJitter:
     case BackoffKind::kDecorrelatedJitter:
       break;
-    default:
-      e.Add(path + ".kind",
-            absl::StrCat("unknown value ", static_cast<int>(b.kind)));
+    default: {
+      Scoped field(e, "kind");
+      e->Add(absl::StrCat("unknown value ", static_cast<int>(b.kind)));
+    }
   }
-  // base: 1ms..cap; cap: base..1h. The relation is reported on cap, and
-  // only when base itself is in range (otherwise base's error says it all).
-  const bool base_ok =
-      e.Duration(path + ".base", b.base, absl::Milliseconds(1), absl::Hours(1));
-  if (base_ok) {
-    e.DurationAtLeast(path + ".cap", b.cap, "base", b.base, absl::Hours(1));
+  // cap >= base is reported on cap, and only when base itself is in range
+  // (otherwise base's error says it all).
+  if (Check(e, ranges::kBackoffBase, b.base)) {
+    CheckAtLeast(e, ranges::kBackoffCap, b.cap, ranges::kBackoffBase, b.base);
   } else {
-    e.Duration(path + ".cap", b.cap, absl::Milliseconds(1), absl::Hours(1));
+    Check(e, ranges::kBackoffCap, b.cap);
   }
-  e.Int(path + ".max_attempts", b.max_attempts, 1, 100);
-  e.Duration(path + ".initial_jitter", b.initial_jitter, absl::ZeroDuration(),
-             absl::Seconds(10));
-  e.Duration(path + ".retry_after_max", b.retry_after_max, absl::ZeroDuration(),
-             kDay);
-  e.Duration(path + ".horizon", b.horizon, absl::ZeroDuration(), 7 * kDay);
+  Check<int64_t>(e, ranges::kBackoffMaxAttempts, b.max_attempts);
+  Check(e, ranges::kBackoffInitialJitter, b.initial_jitter);
+  Check(e, ranges::kBackoffRetryAfterMax, b.retry_after_max);
+  Check(e, ranges::kBackoffHorizon, b.horizon);
 }
 
-void ValidateBudget(const BudgetParams& b, const std::string& path, Errors& e) {
-  e.Double(path + ".ratio", b.ratio, 0, 10);
-  e.Double(path + ".min_retries_per_second", b.min_retries_per_second, 0, 1e6);
-  e.Duration(path + ".window", b.window, absl::Seconds(1), absl::Minutes(10));
+void ValidateBudget(const BudgetParams& b, ValidationErrors* e) {
+  Check(e, ranges::kBudgetRatio, b.ratio);
+  Check(e, ranges::kBudgetMinRetriesPerSecond, b.min_retries_per_second);
+  Check(e, ranges::kBudgetWindow, b.window);
+}
+
+// close_after_successes <= half_open_probes, once half_open_probes is
+// known to be in its own range; else close_after_successes' own range.
+void ValidateCloseAfterSuccesses(const BreakerParams& b, ValidationErrors* e) {
+  const IntRange& range = ranges::kBreakerCloseAfterSuccesses;
+  if (!ranges::kBreakerHalfOpenProbes.Contains(b.half_open_probes)) {
+    Check<int64_t>(e, range, b.close_after_successes);
+    return;
+  }
+  Scoped field(e, range.field);
+  if (b.close_after_successes < range.lo) {
+    e->Add(absl::StrCat("must be >= ", range.lo, ", got ",
+                        b.close_after_successes));
+  } else if (b.close_after_successes > b.half_open_probes) {
+    e->Add(absl::StrCat("must be <= ", ranges::kBreakerHalfOpenProbes.field,
+                        " (", b.half_open_probes, "), got ",
+                        b.close_after_successes));
+  }
 }
 
 // Checked whether or not the breaker is enabled: a disabled breaker with
 // nonsense parameters is a mistake waiting for the day it is enabled.
-void ValidateBreaker(const BreakerParams& b, const std::string& path,
-                     Errors& e) {
-  e.Int(path + ".consecutive_failures", b.consecutive_failures, 1, 1000000);
-  e.Double(path + ".failure_ratio", b.failure_ratio, 0, 1, /*lo_open=*/true);
-  e.Int(path + ".min_throughput", b.min_throughput, 1, 1000000000);
-  e.Duration(path + ".window", b.window, absl::Seconds(1), absl::Minutes(10));
-  const bool open_base_ok = e.Duration(path + ".open_base", b.open_base,
-                                       absl::Milliseconds(10), absl::Hours(1));
-  if (open_base_ok) {
-    e.DurationAtLeast(path + ".open_max", b.open_max, "open_base", b.open_base,
-                      kDay);
+void ValidateBreaker(const BreakerParams& b, ValidationErrors* e) {
+  Check<int64_t>(e, ranges::kBreakerConsecutiveFailures,
+                 b.consecutive_failures);
+  Check(e, ranges::kBreakerFailureRatio, b.failure_ratio);
+  Check<int64_t>(e, ranges::kBreakerMinThroughput, b.min_throughput);
+  Check(e, ranges::kBreakerWindow, b.window);
+  // open_max >= open_base: as cap >= base.
+  if (Check(e, ranges::kBreakerOpenBase, b.open_base)) {
+    CheckAtLeast(e, ranges::kBreakerOpenMax, b.open_max,
+                 ranges::kBreakerOpenBase, b.open_base);
   } else {
-    e.Duration(path + ".open_max", b.open_max, absl::Milliseconds(10), kDay);
+    Check(e, ranges::kBreakerOpenMax, b.open_max);
   }
-  const std::string probes_path = path + ".half_open_probes";
-  e.Int(probes_path, b.half_open_probes, 1, 1000);
-  const std::string close_path = path + ".close_after_successes";
-  if (b.half_open_probes >= 1 && b.half_open_probes <= 1000) {
-    if (b.close_after_successes < 1) {
-      e.Add(close_path,
-            absl::StrCat("must be >= 1, got ", b.close_after_successes));
-    } else if (b.close_after_successes > b.half_open_probes) {
-      e.Add(close_path,
-            absl::StrCat("must be <= half_open_probes (", b.half_open_probes,
-                         "), got ", b.close_after_successes));
-    }
-  } else {
-    e.Int(close_path, b.close_after_successes, 1, 1000);
-  }
-  e.Duration(path + ".probe_timeout", b.probe_timeout, absl::Milliseconds(100),
-             absl::Minutes(10));
+  Check<int64_t>(e, ranges::kBreakerHalfOpenProbes, b.half_open_probes);
+  ValidateCloseAfterSuccesses(b, e);
+  Check(e, ranges::kBreakerProbeTimeout, b.probe_timeout);
 }
 
-void ValidateDeferral(const DeferralParams& d, const std::string& path,
-                      Errors& e) {
-  e.Duration(path + ".spread", d.spread, absl::ZeroDuration(),
-             absl::Minutes(10));
+// DeferralParams writes its defaults out (release_rate_per_second is not a
+// row of the table); spread's must still be the table's.
+static_assert(DeferralParams{}.spread == ranges::kDeferralSpread.default_value,
+              "DeferralParams::spread's default must be config_ranges.h's");
+
+void ValidateDeferral(const DeferralParams& d, ValidationErrors* e) {
+  Check(e, ranges::kDeferralSpread, d.spread);
+  // 0 = no cap (the pace is learned); a cap is 1..1e6.
   if (d.release_rate_per_second != 0) {
-    e.Double(path + ".release_rate_per_second", d.release_rate_per_second, 1,
-             1e6);
+    CheckDouble(e, "release_rate_per_second", d.release_rate_per_second, 1,
+                1e6);
   }
 }
 
-void ValidatePolicy(const PolicyParams& p, const std::string& path, Errors& e) {
-  ValidateBackoff(p.backoff, path + ".backoff", e);
-  ValidateBudget(p.budget, path + ".budget", e);
-  ValidateBreaker(p.breaker, path + ".breaker", e);
-  ValidateDeferral(p.deferral, path + ".deferral", e);
+void ValidatePolicy(const PolicyParams& p, ValidationErrors* e) {
+  {
+    Scoped field(e, "backoff");
+    ValidateBackoff(p.backoff, e);
+  }
+  {
+    Scoped field(e, "budget");
+    ValidateBudget(p.budget, e);
+  }
+  {
+    Scoped field(e, "breaker");
+    ValidateBreaker(p.breaker, e);
+  }
+  Scoped field(e, "deferral");
+  ValidateDeferral(p.deferral, e);
+}
+
+// The pattern is reported under the name of the proto oneof member that
+// holds it ("prefix" / "glob").
+void ValidateOverride(const PolicyOverride& o, ValidationErrors* e) {
+  switch (o.match) {
+    case PolicyOverride::Match::kPrefix:
+    case PolicyOverride::Match::kGlob:
+      if (o.pattern.empty()) {
+        Scoped field(
+            e, o.match == PolicyOverride::Match::kGlob ? "glob" : "prefix");
+        e->Add("must not be empty");
+      }
+      break;
+    default: {
+      Scoped field(e, "match");
+      e->Add(absl::StrCat("unknown value ", static_cast<int>(o.match)));
+    }
+  }
+  Scoped field(e, "policy");
+  ValidatePolicy(o.policy, e);
+}
+
+void ValidateLimits(const Limits& l, ValidationErrors* e) {
+  Check<int64_t>(e, ranges::kLimitsMaxKeyBytes, l.max_key_bytes);
+  Check<int64_t>(e, ranges::kLimitsMaxEndpoints, l.max_endpoints);
+  Check(e, ranges::kLimitsIdleEviction, l.idle_eviction);
+  Check<int64_t>(e, ranges::kLimitsMaxBatchSize, l.max_batch_size);
 }
 
 }  // namespace
 
-absl::Status ValidateEngineConfig(const EngineConfig& config) {
-  Errors e;
-  ValidatePolicy(config.default_policy, "default_policy", e);
-  for (size_t i = 0; i < config.overrides.size(); ++i) {
-    const PolicyOverride& o = config.overrides[i];
-    const std::string path = absl::StrCat("overrides[", i, "]");
-    switch (o.match) {
-      case PolicyOverride::Match::kPrefix:
-        if (o.pattern.empty()) e.Add(path + ".prefix", "must not be empty");
-        break;
-      case PolicyOverride::Match::kGlob:
-        if (o.pattern.empty()) e.Add(path + ".glob", "must not be empty");
-        break;
-      default:
-        e.Add(path + ".match",
-              absl::StrCat("unknown value ", static_cast<int>(o.match)));
-    }
-    ValidatePolicy(o.policy, path + ".policy", e);
+void ValidateEngineConfig(const EngineConfig& config,
+                          ValidationErrors* errors) {
+  {
+    Scoped field(errors, "default_policy");
+    ValidatePolicy(config.default_policy, errors);
   }
-  const Limits& l = config.limits;
-  e.Int("limits.max_key_bytes", l.max_key_bytes, 1, 4096);
-  e.Int("limits.max_endpoints", l.max_endpoints, 1, 100000000);
-  e.Duration("limits.idle_eviction", l.idle_eviction, absl::Seconds(1),
-             7 * kDay);
-  e.Int("limits.max_batch_size", l.max_batch_size, 1, 100000);
-  return e.ToStatus();
+  {
+    Scoped field(errors, "overrides");
+    for (size_t i = 0; i < config.overrides.size(); ++i) {
+      Scoped index(errors, i);
+      ValidateOverride(config.overrides[i], errors);
+    }
+  }
+  Scoped field(errors, "limits");
+  ValidateLimits(config.limits, errors);
+}
+
+absl::Status ValidateEngineConfig(const EngineConfig& config) {
+  ValidationErrors errors;
+  ValidateEngineConfig(config, &errors);
+  return errors.ToStatus();
 }
 
 }  // namespace stagger::engine

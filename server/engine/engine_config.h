@@ -1,8 +1,9 @@
 // Engine configuration: the policy parameters the engine decides with, as
-// plain values. Defaults here are the embedded defaults of staggerd and equal
-// those documented in proto/stagger/v1/config.proto; server/config converts
-// and validates the proto into this. Ranges are checked there
-// (ValidateEngineConfig here is the same check, usable without protobuf).
+// plain values. Defaults here are the embedded defaults of staggerd. Every
+// numeric field's range and default is declared once, in config_ranges.h
+// (which a test holds proto/stagger/v1/config.proto's comments to);
+// server/config converts and validates the proto into this with
+// ValidateEngineConfig, which is usable without protobuf.
 #ifndef STAGGER_SERVER_ENGINE_ENGINE_CONFIG_H_
 #define STAGGER_SERVER_ENGINE_ENGINE_CONFIG_H_
 
@@ -13,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/engine/config_ranges.h"
+#include "server/engine/validation_errors.h"
 
 namespace stagger::engine {
 
@@ -24,36 +27,43 @@ enum class BackoffKind : uint8_t {
 };
 const char* BackoffKindName(BackoffKind k);
 
+// Ranges and defaults of the fields below: config_ranges.h.
+
 struct BackoffParams {
   BackoffKind kind = BackoffKind::kDecorrelatedJitter;
-  absl::Duration base = absl::Milliseconds(200);   // 1ms..cap
-  absl::Duration cap = absl::Seconds(30);          // base..1h
-  int max_attempts = 8;                            // 1..100, counts the first
-  absl::Duration initial_jitter = absl::Milliseconds(50);  // 0..10s
-  absl::Duration retry_after_max = absl::Seconds(30);      // 0..1 day
-  absl::Duration horizon = absl::ZeroDuration();   // 0 = none; 0..7 days
+  absl::Duration base = ranges::kBackoffBase.default_value;
+  absl::Duration cap = ranges::kBackoffCap.default_value;
+  // Attempts per delivery, counting the first.
+  int max_attempts = ranges::kBackoffMaxAttempts.default_value;
+  absl::Duration initial_jitter = ranges::kBackoffInitialJitter.default_value;
+  absl::Duration retry_after_max = ranges::kBackoffRetryAfterMax.default_value;
+  // 0: no horizon.
+  absl::Duration horizon = ranges::kBackoffHorizon.default_value;
 };
 
 struct BudgetParams {
-  double ratio = 0.2;                    // 0..10 retries per first attempt
-  double min_retries_per_second = 10.0;  // 0..1e6
-  absl::Duration window = absl::Seconds(10);  // 1s..10min
+  // Retries per first attempt.
+  double ratio = ranges::kBudgetRatio.default_value;
+  double min_retries_per_second =
+      ranges::kBudgetMinRetriesPerSecond.default_value;
+  absl::Duration window = ranges::kBudgetWindow.default_value;
 };
 
 struct BreakerParams {
   bool enabled = true;
-  int consecutive_failures = 20;   // 1..1e6
-  double failure_ratio = 0.5;      // (0, 1]
-  int min_throughput = 20;         // 1..1e9
-  absl::Duration window = absl::Seconds(10);       // 1s..10min
+  int consecutive_failures = ranges::kBreakerConsecutiveFailures.default_value;
+  double failure_ratio = ranges::kBreakerFailureRatio.default_value;
+  int min_throughput = ranges::kBreakerMinThroughput.default_value;
+  absl::Duration window = ranges::kBreakerWindow.default_value;
   // Short by default: a probe round costs half_open_probes attempts
   // fleet-wide, so probing often is cheap and a recovery is noticed within
   // seconds (bench/sim: 5s/60s reaches 99% delivered ~12 s later).
-  absl::Duration open_base = absl::Seconds(1);     // 10ms..1h
-  absl::Duration open_max = absl::Seconds(2);      // open_base..1 day
-  int half_open_probes = 5;        // 1..1000, fleet-wide
-  int close_after_successes = 3;   // 1..half_open_probes
-  absl::Duration probe_timeout = absl::Seconds(10);  // 100ms..10min
+  absl::Duration open_base = ranges::kBreakerOpenBase.default_value;
+  absl::Duration open_max = ranges::kBreakerOpenMax.default_value;
+  // Fleet-wide probe attempts admitted while half-open.
+  int half_open_probes = ranges::kBreakerHalfOpenProbes.default_value;
+  int close_after_successes = ranges::kBreakerCloseAfterSuccesses.default_value;
+  absl::Duration probe_timeout = ranges::kBreakerProbeTimeout.default_value;
 };
 
 struct DeferralParams {
@@ -72,10 +82,10 @@ struct PolicyParams {
 };
 
 struct Limits {
-  int max_key_bytes = 512;           // 1..4096
-  int64_t max_endpoints = 1000000;   // 1..1e8
-  absl::Duration idle_eviction = absl::Minutes(10);  // 1s..7 days
-  int max_batch_size = 1000;         // 1..100000
+  int max_key_bytes = ranges::kLimitsMaxKeyBytes.default_value;
+  int64_t max_endpoints = ranges::kLimitsMaxEndpoints.default_value;
+  absl::Duration idle_eviction = ranges::kLimitsIdleEviction.default_value;
+  int max_batch_size = ranges::kLimitsMaxBatchSize.default_value;
 };
 
 struct PolicyOverride {
@@ -98,9 +108,12 @@ struct EngineConfig {
 bool GlobMatch(absl::string_view pattern, absl::string_view text);
 
 // Every range error in `config`, one per line, each starting with its field
-// path (e.g. "overrides[1].policy.backoff.cap: must be >= base (200ms)").
-// OK if none.
+// path (e.g. "overrides[1].policy.backoff.cap: must be >= base (0.2s), got
+// 0.1s"), in field order. OK if none.
 absl::Status ValidateEngineConfig(const EngineConfig& config);
+
+// The same errors as data: appended to *errors, below its current path.
+void ValidateEngineConfig(const EngineConfig& config, ValidationErrors* errors);
 
 }  // namespace stagger::engine
 

@@ -1,0 +1,435 @@
+#include "bench/sim/matrix.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "bench/sim/report.h"
+
+namespace stagger::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A grid scenario's starting point: `fleet` deliveries, one endpoint down
+// in [0, outage) answering 500, then healthy with unlimited capacity; one
+// worker process (retry budget) per 1,000 deliveries, as in the default
+// scenario's 10 processes for 10,000. Everything else is Scenario's default.
+Scenario Base(int fleet, absl::Duration outage) {
+  Scenario s;
+  s.subscriptions = fleet;
+  s.endpoints = {OutageEndpoint(outage)};
+  s.workers = std::max(1, fleet / 1000);
+  return s;
+}
+
+Scenario WithCapacity(Scenario s, double capacity_per_second) {
+  for (EndpointSpec& e : s.endpoints) {
+    e.capacity_per_second = capacity_per_second;
+  }
+  return s;
+}
+
+Scenario WithRetryAfter(Scenario s, absl::Duration retry_after) {
+  for (EndpointSpec& e : s.endpoints) e.down_retry_after = retry_after;
+  return s;
+}
+
+// The grid. One place: add a line here to add a scenario.
+std::vector<MatrixScenario> Grid() {
+  const absl::Duration k2s = absl::Seconds(2), k20s = absl::Seconds(20),
+                       k60s = absl::Seconds(60), k2min = absl::Minutes(2);
+  std::vector<MatrixScenario> g;
+  auto add = [&g](std::string key, std::string note, Scenario s) {
+    g.push_back({std::move(key), std::move(note), std::move(s)});
+  };
+  // Fleet size and outage length, unlimited capacity after recovery.
+  add("baseline_10k_20s", "the default scenario (seed 000's)",
+      Base(10000, k20s));
+  add("fleet_1k_20s", "", Base(1000, k20s));
+  add("fleet_100k_20s", "", Base(100000, k20s));
+  add("outage_2s_10k", "", Base(10000, k2s));
+  {
+    Scenario s = Base(10000, k2min);
+    s.horizon = absl::Minutes(10);
+    add("outage_2min_10k",
+        "horizon 10 min (not 120 s), so that a delivery can outlive the "
+        "outage",
+        s);
+  }
+  add("outage_60s_50k", "", Base(50000, k60s));
+  // Finite capacity after recovery, each within reach of the fleet but
+  // the last.
+  add("capacity_2000_100k", "", WithCapacity(Base(100000, k20s), 2000));
+  add("capacity_500_10k", "", WithCapacity(Base(10000, k20s), 500));
+  add("capacity_100_5k", "", WithCapacity(Base(5000, k20s), 100));
+  add("capacity_50_2k", "", WithCapacity(Base(2000, k20s), 50));
+  add("saturated_capacity_50_10k",
+      "saturated: no policy can deliver the whole fleet before the horizon",
+      WithCapacity(Base(10000, k20s), 50));
+  // 503 with Retry-After while down, instead of 500.
+  add("retry_after_5s_10k", "", WithRetryAfter(Base(10000, k20s),
+                                               absl::Seconds(5)));
+  add("retry_after_5s_capacity_500_10k", "",
+      WithCapacity(WithRetryAfter(Base(10000, k20s), absl::Seconds(5)), 500));
+  // A flapping endpoint: four 5 s outages, 3 s apart, with unlimited
+  // capacity (a retry that lands in an up window succeeds) and with
+  // 1,000/s.
+  {
+    Scenario s = Base(10000, absl::ZeroDuration());
+    s.endpoints[0].down = Flapping(absl::Seconds(5), absl::Seconds(3), 4);
+    add("flapping_4x5s_10k", "", s);
+    add("flapping_4x5s_capacity_1000_10k", "", WithCapacity(s, 1000));
+  }
+  // Several endpoints sharing one pool of workers, one of them down.
+  {
+    Scenario s = Base(10000, k20s);
+    s.endpoints.resize(4);  // #1..#3: always up, unlimited
+    s.concurrency = 200;
+    add("shared_pool_4x_w200_10k",
+        "200 workers answer at most 800 attempts/s, so the fleet needs "
+        ">= 12.5 s of workers",
+        s);
+  }
+  return g;
+}
+
+std::string Rule(const BarCheck& c) { return c.at_least ? ">=" : "<="; }
+
+// A check's value or limit: counts whole (delivered) or to 0.1 (wasted
+// limits), times to 0.01 s, "inf" for never / no constraint.
+std::string Number(double v, bool time) {
+  if (std::isinf(v)) return "inf";
+  if (time) return absl::StrFormat("%.2f", v);
+  if (v == std::floor(v)) return absl::StrCat(static_cast<int64_t>(v));
+  return absl::StrFormat("%.1f", v);
+}
+
+std::string ReadableNumber(double v, bool time) {
+  if (time) return std::isinf(v) ? "never" : absl::StrFormat("%.2f s", v);
+  if (v == std::floor(v)) return Thousands(v);
+  const int64_t tenths = std::llround(v * 10);  // 7141.7 -> "7,141.7"
+  return absl::StrCat(Thousands(static_cast<double>(tenths / 10)), ".",
+                      tenths % 10);
+}
+
+std::string Verdict(bool pass) { return pass ? "PASS" : "FAIL"; }
+
+const PolicyResult* Find(const MatrixResult& r, Policy p) {
+  for (const PolicyResult& row : r.rows) {
+    if (row.policy == p) return &row;
+  }
+  return nullptr;
+}
+
+double OrInf(const std::optional<double>& t) { return t ? *t : kInf; }
+
+// (c)'s formula over the independent rows' times (inf: never).
+BarCheck TimeCheck(double coordinated, const std::vector<double>& independent) {
+  BarCheck c;
+  c.applies = true;
+  c.value = coordinated;
+  const double best =
+      independent.empty()
+          ? kInf
+          : *std::min_element(independent.begin(), independent.end());
+  c.limit = std::isinf(best) ? kInf : 1.1 * best + 1.0;
+  return c;
+}
+
+bool IsSharedPool(const Scenario& s) {
+  return s.concurrency > 0 && MixesHealthyAndDown(s);
+}
+
+void KeepWorst(const BarCheck& c, uint64_t seed, AggregatedBar::Worst* w,
+               bool first) {
+  if (c.Passes()) ++w->seeds_passed;
+  if (first || c.Margin() < w->check.Margin()) {
+    w->check = c;
+    w->seed = seed;
+  }
+}
+
+}  // namespace
+
+std::vector<MatrixScenario> MatrixGrid(uint64_t seed) {
+  std::vector<MatrixScenario> g = Grid();
+  for (MatrixScenario& m : g) m.scenario.seed = seed;
+  return g;
+}
+
+std::optional<MatrixScenario> FindMatrixScenario(absl::string_view key,
+                                                 uint64_t seed) {
+  for (MatrixScenario& m : MatrixGrid(seed)) {
+    if (m.key == key) return std::move(m);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> CapacityBound(const Scenario& s) {
+  if (s.endpoints.size() != 1 || s.endpoints[0].capacity_per_second <= 0 ||
+      s.horizon <= absl::ZeroDuration()) {
+    return std::nullopt;
+  }
+  return s.endpoints[0].capacity_per_second *
+         absl::ToDoubleSeconds(s.horizon - Recovery(s));
+}
+
+absl::StatusOr<std::vector<MatrixResult>> RunMatrix(
+    const std::vector<MatrixScenario>& grid, int jobs) {
+  std::vector<MatrixResult> out(grid.size());
+  // One task per (scenario, policy); each writes only its own slot.
+  const size_t per = kAllPolicies.size();
+  const size_t tasks = grid.size() * per;
+  std::vector<absl::StatusOr<PolicyResult>> done(
+      tasks, absl::UnknownError("not run"));
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t t = next++; t < tasks; t = next++) {
+      done[t] = Simulate(grid[t / per].scenario, kAllPolicies[t % per]);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(1, jobs); ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < grid.size(); ++i) {
+    out[i].scenario = grid[i];
+    for (size_t j = 0; j < per; ++j) {
+      absl::StatusOr<PolicyResult>& r = done[i * per + j];
+      if (!r.ok()) {
+        return absl::Status(
+            r.status().code(),
+            absl::StrCat(grid[i].key, " / ", PolicyKey(kAllPolicies[j]), ": ",
+                         r.status().message()));
+      }
+      out[i].rows.push_back(*std::move(r));
+    }
+  }
+  return out;
+}
+
+bool BarCheck::Passes() const {
+  if (!applies) return true;
+  return at_least ? value >= limit : value <= limit;
+}
+
+double BarCheck::Margin() const {
+  if (!applies) return kInf;
+  if (at_least) return value - limit;
+  if (std::isinf(limit)) return kInf;
+  if (std::isinf(value)) return -kInf;
+  return limit - value;
+}
+
+bool ScenarioBar::Passes() const {
+  return delivered.Passes() && wasted.Passes() && time_to_99.Passes() &&
+         healthy_time_to_99.Passes();
+}
+
+ScenarioBar EvaluateBar(const MatrixResult& r) {
+  ScenarioBar bar;
+  bar.key = r.scenario.key;
+  bar.seed = r.scenario.scenario.seed;
+  const PolicyResult* c = Find(r, Policy::kCoordinated);
+  const PolicyResult* full = Find(r, Policy::kFullJitter);
+  if (c == nullptr || full == nullptr) return bar;  // nothing applies
+  int64_t best = 0;
+  std::vector<double> times, healthy_times;
+  for (const PolicyResult& row : r.rows) {
+    if (row.policy == Policy::kCoordinated) continue;
+    best = std::max(best, row.delivered);
+    times.push_back(OrInf(row.time_to_99_s));
+    healthy_times.push_back(OrInf(row.healthy_time_to_99_s));
+  }
+  bar.delivered.applies = true;
+  bar.delivered.at_least = true;
+  bar.delivered.value = static_cast<double>(c->delivered);
+  bar.delivered.limit = static_cast<double>(best - best / 1000);
+  bar.wasted.applies = true;
+  bar.wasted.value = static_cast<double>(c->wasted_attempts);
+  bar.wasted.limit = static_cast<double>(full->wasted_attempts) / 10.0;
+  bar.time_to_99 = TimeCheck(OrInf(c->time_to_99_s), times);
+  if (IsSharedPool(r.scenario.scenario)) {
+    bar.healthy_time_to_99 =
+        TimeCheck(OrInf(c->healthy_time_to_99_s), healthy_times);
+  }
+  return bar;
+}
+
+std::vector<AggregatedBar> AggregateBars(
+    const std::vector<std::vector<ScenarioBar>>& per_seed) {
+  std::vector<AggregatedBar> out;
+  if (per_seed.empty()) return out;
+  out.resize(per_seed[0].size());
+  for (size_t s = 0; s < per_seed.size(); ++s) {
+    const bool first = s == 0;
+    for (size_t i = 0; i < out.size() && i < per_seed[s].size(); ++i) {
+      const ScenarioBar& b = per_seed[s][i];
+      AggregatedBar& a = out[i];
+      a.key = b.key;
+      ++a.seeds;
+      if (b.Passes()) ++a.seeds_passed;
+      KeepWorst(b.delivered, b.seed, &a.delivered, first);
+      KeepWorst(b.wasted, b.seed, &a.wasted, first);
+      KeepWorst(b.time_to_99, b.seed, &a.time_to_99, first);
+      KeepWorst(b.healthy_time_to_99, b.seed, &a.healthy_time_to_99, first);
+    }
+  }
+  return out;
+}
+
+std::string FormatMatrixCsv(const std::vector<MatrixResult>& results) {
+  std::string out = absl::StrCat(kMatrixCsvHeader, "\n");
+  for (const MatrixResult& m : results) {
+    for (const PolicyResult& r : m.rows) {
+      absl::StrAppend(&out, m.scenario.key, ",", CsvCells(r), "\n");
+    }
+  }
+  return out;
+}
+
+std::string FormatMatrixMarkdown(const std::vector<MatrixResult>& results) {
+  std::string out =
+      "| Scenario | Deliveries | Endpoints | Workers | Horizon | Note |\n"
+      "|---|---:|---|---|---:|---|\n";
+  for (const MatrixResult& m : results) {
+    const Scenario& s = m.scenario.scenario;
+    std::string note = m.scenario.note;
+    if (std::optional<double> bound = CapacityBound(s)) {
+      absl::StrAppend(&note, note.empty() ? "" : "; ", "capacity x (horizon - ",
+                      "recovery) = ", Thousands(*bound), " deliveries");
+    }
+    absl::StrAppend(&out, "| `", m.scenario.key, "` | ",
+                    Thousands(s.subscriptions), " | ", DescribeEndpoints(s),
+                    " | ",
+                    s.concurrency > 0 ? Thousands(s.concurrency)
+                                      : std::string("unlimited"),
+                    " | ", absl::FormatDuration(s.horizon), " | ", note,
+                    " |\n");
+  }
+  if (!results.empty()) {
+    const Scenario& s = results[0].scenario.scenario;
+    absl::StrAppend(
+        &out, "\nEvery scenario: deliveries created at t=0; base ",
+        absl::FormatDuration(s.base), ", cap ", absl::FormatDuration(s.cap),
+        ", at most ", s.max_attempts, " attempts; answers take ",
+        absl::FormatDuration(s.response_time), "; initial jitter ",
+        absl::FormatDuration(s.initial_jitter),
+        "; one worker process (retry budget) per 1,000 deliveries; the "
+        "coordinated row on the engine's defaults; seed ",
+        s.seed, ". Times to 99% are from the recovery (the end of the last "
+        "down interval); the healthy endpoints' from t=0.\n\n");
+  }
+  absl::StrAppend(
+      &out,
+      "| Scenario | Policy | Peak/s during outage | Peak/s after recovery | "
+      "99% delivered after recovery | Healthy endpoints 99% (from t=0) | "
+      "Wasted | Delivered | Given up |\n"
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const MatrixResult& m : results) {
+    for (const PolicyResult& r : m.rows) {
+      auto time = [](const std::optional<double>& t) {
+        return t ? absl::StrFormat("%.1f s", *t) : std::string("never");
+      };
+      absl::StrAppend(
+          &out, "| `", m.scenario.key, "` | ", PolicyKey(r.policy), " | ",
+          Thousands(r.peak_rps_outage), " | ", Thousands(r.peak_rps_recovery),
+          " | ", time(r.time_to_99_s), " | ",
+          IsSharedPool(m.scenario.scenario) ? time(r.healthy_time_to_99_s)
+                                            : std::string("-"),
+          " | ", Thousands(static_cast<double>(r.wasted_attempts)), " | ",
+          Thousands(static_cast<double>(r.delivered)), " | ",
+          Thousands(static_cast<double>(r.given_up)), " |\n");
+    }
+  }
+  return out;
+}
+
+std::string FormatBarCsv(const std::vector<AggregatedBar>& bars) {
+  std::string out = absl::StrCat(kBarCsvHeader, "\n");
+  int met = 0;
+  for (const AggregatedBar& a : bars) {
+    struct Criterion {
+      const char* name;
+      const AggregatedBar::Worst* w;
+      bool time;
+    };
+    const Criterion criteria[] = {
+        {"delivered", &a.delivered, false},
+        {"wasted_attempts", &a.wasted, false},
+        {"time_to_99_s", &a.time_to_99, true},
+        {"healthy_time_to_99_s", &a.healthy_time_to_99, true}};
+    for (const auto& [name, w, time] : criteria) {
+      if (!w->check.applies) continue;
+      absl::StrAppend(&out, a.key, ",", name, ",",
+                      Number(w->check.value, time), ",", Rule(w->check), ",",
+                      Number(w->check.limit, time), ",",
+                      Verdict(w->check.Passes()), ",", w->seed, ",",
+                      w->seeds_passed, ",", a.seeds, "\n");
+    }
+    absl::StrAppend(&out, a.key, ",bar,,,,", Verdict(a.Passes()), ",,",
+                    a.seeds_passed, ",", a.seeds, "\n");
+    if (a.Passes()) ++met;
+  }
+  absl::StrAppend(&out, "\nscenarios,meeting_bar\n", bars.size(), ",", met,
+                  "\n");
+  return out;
+}
+
+std::string FormatBarMarkdown(const std::vector<AggregatedBar>& bars) {
+  const int seeds = bars.empty() ? 0 : bars[0].seeds;
+  std::string out =
+      "| Scenario | Delivered | Wasted attempts | 99% after recovery | "
+      "Healthy endpoints 99% | Bar |\n"
+      "|---|---|---|---|---|---|\n";
+  int met = 0;
+  for (const AggregatedBar& a : bars) {
+    auto cell = [seeds](const AggregatedBar::Worst& w, bool time) {
+      if (!w.check.applies) return std::string("-");
+      std::string c = absl::StrCat(
+          ReadableNumber(w.check.value, time), " ",
+          w.check.at_least ? "\xE2\x89\xA5" : "\xE2\x89\xA4", " ",
+          std::isinf(w.check.limit) ? std::string("no limit")
+                                    : ReadableNumber(w.check.limit, time),
+          " ", Verdict(w.check.Passes()));
+      if (seeds > 1) {
+        absl::StrAppend(&c, " (", w.seeds_passed, "/", seeds,
+                        " seeds; worst: seed ", w.seed, ")");
+      }
+      return c;
+    };
+    absl::StrAppend(&out, "| `", a.key, "` | ", cell(a.delivered, false),
+                    " | ", cell(a.wasted, false), " | ",
+                    cell(a.time_to_99, true), " | ",
+                    cell(a.healthy_time_to_99, true), " | **",
+                    Verdict(a.Passes()), "**");
+    if (seeds > 1) absl::StrAppend(&out, " (", a.seeds_passed, "/", seeds, ")");
+    absl::StrAppend(&out, " |\n");
+    if (a.Passes()) ++met;
+  }
+  absl::StrAppend(
+      &out,
+      "\nThe bar (coordinated row, engine defaults): delivered >= best "
+      "independent row - 0.1%; wasted <= full jitter's / 10; 99% delivered "
+      "<= 1.1 x best independent row + 1 s (no limit if no independent row "
+      "gets there); in shared-pool scenarios the same for the always-up "
+      "endpoints' deliveries (from t=0).\n");
+  absl::StrAppend(&out, "\n**", met, " of ", bars.size(),
+                  " scenarios meet the whole bar",
+                  seeds > 1 ? absl::StrCat(" on every one of ", seeds, " seeds")
+                            : std::string(),
+                  ".**\n");
+  return out;
+}
+
+}  // namespace stagger::sim
