@@ -12,10 +12,27 @@ uint32_t Ms32(absl::Time t) {
 // b - a in ms, for instants less than 24 days apart.
 int32_t MsSince(uint32_t a, uint32_t b) { return static_cast<int32_t>(b - a); }
 
-// CapacityEstimator::kRateTau in ms.
+// CapacityEstimator::kRateTau, in ms.
 constexpr double kTauMs = 500;
 
 }  // namespace
+
+void ServedRate::OnSuccess(absl::Time now) {
+  const uint32_t s = static_cast<uint32_t>(absl::ToUnixSeconds(now));
+  if (s != second_) {
+    last_second_ = s == second_ + 1 ? this_second_ : 0;
+    this_second_ = 0;
+    second_ = s;
+  }
+  if (this_second_ < UINT16_MAX) ++this_second_;
+}
+
+double ServedRate::PerSecond(absl::Time now) const {
+  const uint32_t s = static_cast<uint32_t>(absl::ToUnixSeconds(now));
+  if (s == second_) return std::max(this_second_, last_second_);
+  if (s == second_ + 1) return this_second_;
+  return 0;
+}
 
 double CapacityEstimator::Cap(const DeferralParams& p, double pace) const {
   const double cap = p.release_rate_per_second;
@@ -27,8 +44,18 @@ double CapacityEstimator::Pace(const DeferralParams& p) const {
   return Cap(p, pace_ > 0 ? pace_ : kStartPace);
 }
 
+bool CapacityEstimator::growing() const {
+  return phase_ == Phase::kOpening ||
+         (phase_ == Phase::kReleasing &&
+          (threshold_ == 0 || pace_ < threshold_));
+}
+
 absl::Duration CapacityEstimator::rtt() const {
   return rtt_ms_ == 0 ? kDefaultRtt : absl::Milliseconds(rtt_ms_);
+}
+
+int32_t CapacityEstimator::RttMs() const {
+  return static_cast<int32_t>(absl::ToInt64Milliseconds(rtt()));
 }
 
 void CapacityEstimator::SampleRtt(absl::Duration rtt) {
@@ -64,72 +91,65 @@ void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now,
                                   double backlog) {
   Decay(now);
   successes_ += static_cast<float>(1e3 / kTauMs);
-  const double per_rtt = 1.0 / absl::ToDoubleSeconds(rtt());
-  switch (phase_) {
-    case Phase::kOpening:
-      // The endpoint answers again: release the parked backlog within
-      // kDrainTime, then keep growing from there.
-      pace_ = static_cast<float>(Cap(
-          p, std::max<double>(Pace(p),
-                              backlog / absl::ToDoubleSeconds(kDrainTime))));
-      phase_ = Phase::kSlowStart;
-      break;
-    case Phase::kSlowStart:
-      pace_ = static_cast<float>(Cap(p, Pace(p) + kSlowStartGain * per_rtt));
-      break;
-    case Phase::kSteady:
-      pace_ = static_cast<float>(Cap(p, Pace(p) + kSteadyGain * per_rtt));
-      break;
-    case Phase::kIdle:
-    case Phase::kClosed:
-      break;
+  last_success_ms_ = Ms32(now);
+  if (phase_ == Phase::kOpening) {
+    // The endpoint answers again: release the parked backlog within
+    // kDrainTime at least, and keep growing from there.
+    const double drain = backlog / absl::ToDoubleSeconds(kDrainTime);
+    pace_ = static_cast<float>(Cap(p, std::max(Pace(p), drain)));
+    phase_ = Phase::kReleasing;
+    return;
   }
+  if (phase_ != Phase::kReleasing) return;
+  const bool below = threshold_ == 0 || pace_ < threshold_;
+  double pace = Pace(p) + (below ? kSlowStartGain : kSteadyGain) /
+                              absl::ToDoubleSeconds(rtt());
+  if (below && threshold_ > 0) pace = std::min<double>(pace, threshold_);
+  pace_ = static_cast<float>(Cap(p, pace));
+}
+
+bool CapacityEstimator::Overloaded(absl::Time now) const {
+  if (failures_ < kOverloadShare * (successes_ + failures_)) return false;
+  // No success for a while: the endpoint is down, not overloaded.
+  return MsSince(last_success_ms_, Ms32(now)) <= kDownAfterRtts * RttMs();
 }
 
 bool CapacityEstimator::OnFailure(const DeferralParams& p, absl::Time now,
                                   bool released) {
   Decay(now);
   failures_ += static_cast<float>(1e3 / kTauMs);
-  if (!released) return false;
-  if (phase_ != Phase::kSlowStart && phase_ != Phase::kSteady) return false;
-  if (failures_ < kOverloadShare * (successes_ + failures_)) return false;
-  // Nothing served lately: the endpoint is down, not overloaded.
-  if (successes_ * absl::ToDoubleSeconds(kRateTau) < 1) return false;
+  if (!released || phase_ != Phase::kReleasing || !Overloaded(now)) {
+    return false;
+  }
   const uint32_t ms = Ms32(now);
-  if (phase_ == Phase::kSteady && MsSince(round_end_ms_, ms) < 0) {
-    return true;  // this round-trip's cut is made
-  }
+  const int32_t since_round = MsSince(cut_round_end_ms_, ms);
+  if (since_round < 0) return true;  // this round-trip's cut is made
   // A cut more than a round-trip after the last one starts a new streak.
-  const int32_t rtt_ms = static_cast<int32_t>(absl::ToInt64Milliseconds(rtt()));
-  if (phase_ == Phase::kSlowStart || MsSince(round_end_ms_, ms) > rtt_ms) {
-    pace_before_cuts_ = static_cast<float>(Pace(p));
-  }
+  if (since_round > RttMs()) before_cuts_ = threshold_;
   Cut(p, now);
-  round_end_ms_ = ms + static_cast<uint32_t>(rtt_ms);
-  phase_ = Phase::kSteady;
+  cut_round_end_ms_ = ms + static_cast<uint32_t>(RttMs());
   return true;
 }
 
 void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
   const double goodput = Goodput(now);
-  const double answers = successes_ * absl::ToDoubleSeconds(kRateTau);
-  const double target = answers >= kMinAnswers ? goodput * (1 + kProbeMargin)
-                                               : Pace(p) / 2;
+  // Successes behind that figure: about goodput x its averaging span.
+  const int32_t age = MsSince(measured_from_ms_, Ms32(now));
+  const double span_s = std::clamp(age / 1e3, 0.0, kTauMs / 1e3);
+  const double target = goodput * span_s >= kMinAnswers
+                            ? goodput * (1 + kProbeMargin)
+                            : Pace(p) / 2;
   pace_ = static_cast<float>(Cap(p, std::min(Pace(p), target)));
+  threshold_ = pace_;
 }
 
-void CapacityEstimator::OnGateClosed(absl::Time now) {
+void CapacityEstimator::OnGateClosed(absl::Time now, double served) {
   if (phase_ == Phase::kClosed) return;
-  // Restart later from what the endpoint served: the goodput now, or the
-  // pace a release had settled at (a measured capacity) if higher.
-  double served = Goodput(now);
-  if (phase_ == Phase::kSteady) {
-    served = std::max<double>(served, pace_);
-    const int32_t since_cut = MsSince(round_end_ms_, Ms32(now));
-    if (since_cut <= absl::ToInt64Milliseconds(rtt())) {
-      served = std::max<double>(served, pace_before_cuts_);  // undone
-    }
+  // The cuts the outage's first failures made are undone.
+  if (MsSince(cut_round_end_ms_, Ms32(now)) <= RttMs()) {
+    threshold_ = before_cuts_;
   }
+  // Restart later from what the endpoint served.
   pace_ = static_cast<float>(served);
   phase_ = Phase::kClosed;
 }

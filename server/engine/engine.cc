@@ -112,6 +112,13 @@ absl::Time FromNanos(int64_t ns) { return absl::FromUnixNanos(ns); }
 
 }  // namespace
 
+// How one endpoint's parked deliveries come back: its learned pace and its
+// release queue (capacity_estimator.h, release_pacer.h).
+struct Engine::EndpointRelease {
+  CapacityEstimator capacity;
+  ReleasePacer pacer;
+};
+
 // Everything the engine remembers about one endpoint (158 bytes, with
 // the key's length), followed by the endpoint's key in the same allocation
 // (New()): the table holds one pointer per endpoint, and a lookup compares
@@ -127,8 +134,10 @@ struct Engine::EndpointState {
   int32_t policy_index = -1;         // -1: default policy; else override
   CircuitBreaker breaker;
   RetryBudget budget;
-  CapacityEstimator capacity;
-  ReleasePacer pacer;
+  ServedRate served;
+  // The release side (learned pace, release queue), allocated when the
+  // endpoint's gate first closes: most endpoints never need it.
+  std::unique_ptr<EndpointRelease> release;
   uint16_t key_size = 0;  // bytes, <= 4096 (limits.max_key_bytes)
   char key_head[6] = {};  // the key's first bytes; the rest follow
 
@@ -453,12 +462,19 @@ class EngineDecider {
   // Tells the capacity estimator whether the gate is open now.
   static void SyncGate(St& st, const PolicyParams& p, absl::Time now) {
     if (GateClosed(st, now)) {
-      st.capacity.OnGateClosed(now);
-      st.pacer.OnGateClosed(now);
-    } else {
-      st.capacity.OnGateOpened(p.deferral, now);
-      st.pacer.OnGateOpened(now);
+      if (st.release == nullptr) {
+        st.release = std::make_unique<Engine::EndpointRelease>();
+      }
+      st.release->capacity.OnGateClosed(now, st.served.PerSecond(now));
+      st.release->pacer.OnGateClosed(now);
+    } else if (st.release != nullptr) {
+      st.release->capacity.OnGateOpened(p.deferral, now);
+      st.release->pacer.OnGateOpened(now);
     }
+  }
+  // True while parked deliveries are coming back at the learned pace.
+  static bool Releasing(const St& st, absl::Time now) {
+    return st.release != nullptr && st.release->pacer.Releasing(now);
   }
 
   static void Defer(Decision* d, Reason r, absl::Time until) {
@@ -478,36 +494,47 @@ class EngineDecider {
     d->delay = delay;
   }
 
-  // A wait that would cross `deadline`: come back inside the last
-  // kLastChanceWindow before it and go then (a last-chance attempt, which
-  // no gate holds back), or give up if no attempt can start in time.
+  // A wait that would cross `deadline`. Come back inside the last
+  // kLastChanceWindow before it and go then, through any gate (a
+  // last-chance attempt, from Admit); give up if no attempt can start in
+  // time, or if this failure already came back inside that window (the
+  // delivery has had its last chance).
   static void LastChance(Decision* d, Reason r, absl::Time now,
-                         absl::Time deadline, absl::BitGenRef rng) {
-    if (now >= deadline) {
-      GiveUp(d, Reason::kDeadline);
-      return;
-    }
+                         absl::Time deadline, bool after_failure,
+                         absl::BitGenRef rng) {
     const absl::Duration left = deadline - now;
-    if (left <= kLastChanceWindow) {
+    if (left <= absl::ZeroDuration() ||
+        (after_failure && left <= kLastChanceWindow)) {
+      GiveUp(d, Reason::kDeadline);
+    } else if (left <= kLastChanceWindow) {
       Proceed(d, Reason::kLastChance, absl::ZeroDuration());
-      return;
+    } else {
+      Defer(d, r, deadline - kLastChanceWindow +
+                      UniformDuration(rng, kLastChanceWindow));
     }
-    Defer(d, r, deadline - kLastChanceWindow +
-                    UniformDuration(rng, kLastChanceWindow));
   }
 
-  // Parks the delivery until no earlier than `target` (release_pacer.h),
-  // or gives it its last chance if that is past its deadline.
+  // Parks the delivery until no earlier than `target` (release_pacer.h:
+  // a slot on the queue for kPaced, a check-in otherwise), or gives it its
+  // last chance if that is past its deadline.
   static void Park(Decision* d, St& st, const PolicyParams& p, Reason r,
                    absl::Time now, absl::Time target, absl::Time deadline,
-                   absl::BitGenRef rng) {
-    const absl::Time back = st.pacer.Park(
-        p.deferral, now, target, GateClosed(st, now),
-        st.capacity.Pace(p.deferral), st.capacity.growing(), rng);
+                   bool after_failure, absl::BitGenRef rng) {
+    Engine::EndpointRelease* rel = st.release.get();
+    absl::Time back;
+    if (rel == nullptr) {  // no release running: only check-ins happen
+      back = ReleasePacer::OpenCheckIn(p.deferral, now, target, rng);
+    } else if (r == Reason::kPaced) {
+      back = rel->pacer.Queue(p.deferral, now, target,
+                              rel->capacity.Pace(p.deferral),
+                              rel->capacity.growing(), rng);
+    } else {
+      back = rel->pacer.CheckIn(p.deferral, now, target, rng);
+    }
     if (back <= deadline) {
       Defer(d, r, back);
     } else {
-      LastChance(d, r, now, deadline, rng);
+      LastChance(d, r, now, deadline, after_failure, rng);
     }
   }
 
@@ -539,24 +566,25 @@ class EngineDecider {
     SyncGate(st, p, now);
     if (st.breaker.state() == BreakerState::kOpen) {
       Park(&d, st, p, Reason::kCircuitOpen, now, st.breaker.open_until(),
-           deadline, rng);
+           deadline, false, rng);
     } else if (retry && st.retry_after_until_ns > Nanos(now)) {
       Park(&d, st, p, Reason::kRetryAfterWindow, now,
-           FromNanos(st.retry_after_until_ns), deadline, rng);
+           FromNanos(st.retry_after_until_ns), deadline, false, rng);
     } else if (retry && !st.budget.CanRetry(p.budget, now)) {
       Park(&d, st, p, Reason::kBudgetExhausted, now, BudgetTarget(p, now),
-           deadline, rng);
+           deadline, false, rng);
     } else if (st.breaker.state() == BreakerState::kHalfOpen) {
       if (st.breaker.ProbeSlotFree(p.breaker, now)) {
         st.breaker.AcquireProbe();
         Proceed(&d, Reason::kHalfOpenProbe, absl::ZeroDuration());
       } else {
         Park(&d, st, p, Reason::kHalfOpenBusy, now, now + HalfOpenWait(p),
-             deadline, rng);
+             deadline, false, rng);
       }
-    } else if (st.pacer.Releasing(now) &&
-               !st.pacer.TakeSlot(now, st.capacity.Pace(p.deferral))) {
-      Park(&d, st, p, Reason::kPaced, now, now, deadline, rng);
+    } else if (Releasing(st, now) &&
+               !st.release->pacer.TakeSlot(
+                   now, st.release->capacity.Pace(p.deferral))) {
+      Park(&d, st, p, Reason::kPaced, now, now, deadline, false, rng);
     } else if (!retry) {
       Proceed(&d, Reason::kInitialJitter,
               UniformDuration(rng, p.backoff.initial_jitter));
@@ -574,12 +602,17 @@ class EngineDecider {
   // The endpoint answered (a success, or a 4xx that shows it is up).
   static void OnAnswer(Engine& e, St& st, const PolicyParams& p,
                        absl::Time now, bool untracked, Decision* d) {
-    if (st.breaker.state() == BreakerState::kHalfOpen) {
-      st.capacity.SampleRtt(now - st.breaker.open_until());
+    Engine::EndpointRelease* rel = st.release.get();
+    if (rel != nullptr && st.breaker.state() == BreakerState::kHalfOpen) {
+      // The latest probe went out at open_until() (circuit_breaker.h).
+      rel->capacity.SampleRtt(now - st.breaker.open_until());
     }
     Transition(e, untracked, d, st.breaker.OnAnswer(p.breaker, now));
     SyncGate(st, p, now);
-    st.capacity.OnSuccess(p.deferral, now, st.pacer.backlog());
+    st.served.OnSuccess(now);
+    if (rel != nullptr) {
+      rel->capacity.OnSuccess(p.deferral, now, rel->pacer.backlog());
+    }
   }
 
   static Decision Report(Engine& e, St& st, const PolicyParams& p,
@@ -623,9 +656,11 @@ class EngineDecider {
         in.outcome == Outcome::kRateLimited && in.retry_after.has_value();
     // A failure of an attempt the release queue let through while the gate
     // was open may say the pace is more than the endpoint takes.
-    const bool releasing = st.pacer.Releasing(now);
+    const bool releasing = Releasing(st, now);
     const bool released = releasing && !GateClosed(st, now) && !paced;
-    const bool overload = st.capacity.OnFailure(p.deferral, now, released);
+    const bool overload =
+        st.release != nullptr &&
+        st.release->capacity.OnFailure(p.deferral, now, released);
     // Remember the endpoint's Retry-After for the whole fleet: it is
     // information even if this delivery goes no further.
     if (in.retry_after.has_value()) {
@@ -659,27 +694,27 @@ class EngineDecider {
     }
     if (st.breaker.state() == BreakerState::kOpen) {
       Park(&d, st, p, Reason::kCircuitOpen, now, st.breaker.open_until(),
-           deadline, rng);
+           deadline, true, rng);
       return d;
     }
     if (st.breaker.state() == BreakerState::kHalfOpen &&
         !st.breaker.ProbeSlotFree(p.breaker, now)) {
       Park(&d, st, p, Reason::kHalfOpenBusy, now, now + HalfOpenWait(p),
-           deadline, rng);
+           deadline, true, rng);
       return d;
     }
     if (overload) {
       // The pace let more through than the endpoint takes: the retry waits
       // for the next slot on the release queue at the new pace, not for a
       // backoff on top of the queue's own load.
-      Park(&d, st, p, Reason::kPaced, now, now, deadline, rng);
+      Park(&d, st, p, Reason::kPaced, now, now, deadline, true, rng);
       return d;
     }
     if (!st.budget.CanRetry(p.budget, now)) {
       // Answer at once: no delay is computed for a retry that will not be
       // allowed, and the decorrelated state does not move.
       Park(&d, st, p, Reason::kBudgetExhausted, now, BudgetTarget(p, now),
-           deadline, rng);
+           deadline, true, rng);
       return d;
     }
 
@@ -696,14 +731,15 @@ class EngineDecider {
       reason = Reason::kRetryAfter;
     }
     if (now + delay > deadline) {
-      // Shortened to start before the deadline: the last chance.
-      if (now >= deadline) {
+      // Shortened to start before the deadline: the last chance, unless
+      // this failure came back inside the last-chance window already.
+      const absl::Duration left = deadline - now;
+      if (left <= kLastChanceWindow) {
         GiveUp(&d, Reason::kDeadline);
         return d;
       }
-      const absl::Duration left = deadline - now;
-      const absl::Duration window = std::min(left, kLastChanceWindow);
-      delay = left - window + UniformDuration(rng, window);
+      delay = left - kLastChanceWindow +
+              UniformDuration(rng, kLastChanceWindow);
       reason = Reason::kLastChance;
     }
     // The decorrelated state grows from failures the endpoint did not
@@ -743,7 +779,8 @@ class EngineDecider {
       snap.retry_after_until = FromNanos(st.retry_after_until_ns);
     }
     snap.last_seen = FromNanos(st.last_seen_ns);
-    snap.release_rate = st.capacity.Pace(p.deferral);
+    snap.release_rate =
+        st.release != nullptr ? st.release->capacity.Pace(p.deferral) : 0;
     return snap;
   }
 };

@@ -140,6 +140,7 @@ class Engine {
   struct Shard;
   struct CompiledConfig;
   struct EndpointState;
+  struct EndpointRelease;
 
   // Runs one decision on `endpoint`'s state under its shard's lock.
   template <typename Decide>
