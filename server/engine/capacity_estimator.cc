@@ -69,11 +69,11 @@ void CapacityEstimator::SampleRtt(absl::Duration rtt) {
 void CapacityEstimator::Decay(absl::Time now) {
   const uint32_t ms = Ms32(now);
   const int32_t dt = MsSince(rates_at_ms_, ms);
+  rates_at_ms_ = ms;  // a clock that stepped back just restarts the decay
   if (dt <= 0) return;
   const double f = std::exp(-dt / kTauMs);
   successes_ = static_cast<float>(successes_ * f);
   failures_ = static_cast<float>(failures_ * f);
-  rates_at_ms_ = ms;
 }
 
 double CapacityEstimator::Goodput(absl::Time now) const {
@@ -96,6 +96,7 @@ void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now,
     // The endpoint answers again: release the parked backlog within
     // kDrainTime at least, and keep growing from there.
     const double drain = backlog / absl::ToDoubleSeconds(kDrainTime);
+    if (drain > Pace(p)) source_ = Source::kBacklog;
     pace_ = static_cast<float>(Cap(p, std::max(Pace(p), drain)));
     phase_ = Phase::kReleasing;
     return;
@@ -106,6 +107,7 @@ void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now,
                               absl::ToDoubleSeconds(rtt());
   if (below && threshold_ > 0) pace = std::min<double>(pace, threshold_);
   pace_ = static_cast<float>(Cap(p, pace));
+  source_ = Source::kGrowth;
 }
 
 bool CapacityEstimator::Overloaded(absl::Time now) const {
@@ -114,21 +116,27 @@ bool CapacityEstimator::Overloaded(absl::Time now) const {
   return MsSince(last_success_ms_, Ms32(now)) <= kDownAfterRtts * RttMs();
 }
 
-bool CapacityEstimator::OnFailure(const DeferralParams& p, absl::Time now,
-                                  bool released) {
+CapacityEstimator::FailureSignal CapacityEstimator::OnFailure(
+    const DeferralParams& p, absl::Time now, bool released) {
   Decay(now);
   failures_ += static_cast<float>(1e3 / kTauMs);
+  FailureSignal signal;
   if (!released || phase_ != Phase::kReleasing || !Overloaded(now)) {
-    return false;
+    return signal;
   }
+  signal.overload = true;
   const uint32_t ms = Ms32(now);
   const int32_t since_round = MsSince(cut_round_end_ms_, ms);
-  if (since_round < 0) return true;  // this round-trip's cut is made
+  if (since_round < 0) return signal;  // this round-trip's cut is made
   // A cut more than a round-trip after the last one starts a new streak.
-  if (since_round > RttMs()) before_cuts_ = threshold_;
+  if (since_round > RttMs()) {
+    before_cuts_ = threshold_;
+    streak_start_ms_ = ms;
+  }
   Cut(p, now);
   cut_round_end_ms_ = ms + static_cast<uint32_t>(RttMs());
-  return true;
+  signal.cut = true;
+  return signal;
 }
 
 void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
@@ -136,17 +144,19 @@ void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
   // Successes behind that figure: about goodput x its averaging span.
   const int32_t age = MsSince(measured_from_ms_, Ms32(now));
   const double span_s = std::clamp(age / 1e3, 0.0, kTauMs / 1e3);
-  const double target = goodput * span_s >= kMinAnswers
-                            ? goodput * (1 + kProbeMargin)
-                            : Pace(p) / 2;
+  const bool measured = goodput * span_s >= kMinAnswers;
+  const double target = measured ? goodput * (1 + kProbeMargin) : Pace(p) / 2;
+  source_ = measured ? Source::kGoodput : Source::kHalved;
   pace_ = static_cast<float>(Cap(p, std::min(Pace(p), target)));
   threshold_ = pace_;
 }
 
 void CapacityEstimator::OnGateClosed(absl::Time now, double served) {
   if (phase_ == Phase::kClosed) return;
-  // The cuts the outage's first failures made are undone.
-  if (MsSince(cut_round_end_ms_, Ms32(now)) <= RttMs()) {
+  // The cuts the outage's first failures made are undone: a streak that
+  // began around the endpoint's last success, not while it kept serving.
+  if (phase_ == Phase::kReleasing &&
+      MsSince(streak_start_ms_, last_success_ms_) <= RttMs()) {
     threshold_ = before_cuts_;
   }
   // Restart later from what the endpoint served.
@@ -156,12 +166,38 @@ void CapacityEstimator::OnGateClosed(absl::Time now, double served) {
 
 void CapacityEstimator::OnGateOpened(const DeferralParams& p, absl::Time now) {
   if (phase_ != Phase::kClosed) return;
+  source_ = pace_ > kStartPace ? Source::kServed : Source::kStart;
   pace_ = static_cast<float>(Cap(p, std::max<double>(pace_, kStartPace)));
   Decay(now);
   successes_ = 0;
   failures_ = 0;
   measured_from_ms_ = std::max<uint32_t>(1, Ms32(now));
+  // No cut round runs, and none ran within the last round-trip.
+  cut_round_end_ms_ = Ms32(now) - 2 * static_cast<uint32_t>(RttMs());
+  streak_start_ms_ = cut_round_end_ms_;
   phase_ = Phase::kOpening;
+}
+
+const char* PacePhaseName(CapacityEstimator::Phase p) {
+  switch (p) {
+    case CapacityEstimator::Phase::kIdle: return "IDLE";
+    case CapacityEstimator::Phase::kClosed: return "CLOSED";
+    case CapacityEstimator::Phase::kOpening: return "OPENING";
+    case CapacityEstimator::Phase::kReleasing: return "RELEASING";
+  }
+  return "UNKNOWN";
+}
+
+const char* PaceSourceName(CapacityEstimator::Source s) {
+  switch (s) {
+    case CapacityEstimator::Source::kStart: return "START";
+    case CapacityEstimator::Source::kServed: return "SERVED";
+    case CapacityEstimator::Source::kBacklog: return "BACKLOG";
+    case CapacityEstimator::Source::kGrowth: return "GROWTH";
+    case CapacityEstimator::Source::kGoodput: return "GOODPUT";
+    case CapacityEstimator::Source::kHalved: return "HALVED";
+  }
+  return "UNKNOWN";
 }
 
 }  // namespace stagger::engine

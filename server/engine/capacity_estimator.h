@@ -9,10 +9,11 @@
 //   - What the endpoint served before (ServedRate) is where a release
 //     starts from; goodput during a release is measured here.
 //   - Gate closed (the breaker tripped, or a Retry-After window runs):
-//     failures belong to the outage and teach nothing about capacity; the
-//     cuts its first failures made (the streak of cuts still running when
-//     the gate closed) are undone. The pace to restart from is what the
-//     endpoint served.
+//     failures belong to the outage and teach nothing about capacity. The
+//     cuts its first failures made are undone: a streak of cuts (one per
+//     round-trip) that began no earlier than a round-trip before the
+//     endpoint's last success, i.e. that the endpoint did not outlive while
+//     serving. The pace to restart from is what the endpoint served.
 //   - Gate open again: nothing confirms yet that the endpoint is back, so
 //     the pace stays there (at least kStartPace) and a failure is not
 //     overload. The first success raises it to drain the parked backlog
@@ -79,7 +80,27 @@ class CapacityEstimator {
   // Goodput and failure rates are decaying averages over about this long.
   static constexpr absl::Duration kRateTau = absl::Milliseconds(500);
 
-  enum class Phase : uint8_t { kIdle, kClosed, kOpening, kReleasing };
+  // Values equal the proto enums stagger.v1.PacePhase / PaceSource.
+  enum class Phase : uint8_t {
+    kIdle = 1,
+    kClosed = 2,
+    kOpening = 3,
+    kReleasing = 4,
+  };
+  // Where the current pace came from (GetEndpoint shows it).
+  enum class Source : uint8_t {
+    kStart = 1,    // kStartPace: nothing served before
+    kServed = 2,   // what the endpoint served when the gate closed
+    kBacklog = 3,  // sized to drain the parked backlog within kDrainTime
+    kGrowth = 4,   // grown while released attempts succeeded
+    kGoodput = 5,  // cut to the goodput measured at an overload
+    kHalved = 6,   // halved at an overload (too few answers to measure)
+  };
+  // What a failure meant.
+  struct FailureSignal {
+    bool overload = false;  // the pace let too much through
+    bool cut = false;       // ... and the pace was cut for it
+  };
 
   // The release pace now, attempts/s.
   double Pace(const DeferralParams& p) const;
@@ -90,6 +111,7 @@ class CapacityEstimator {
   double Goodput(absl::Time now) const;
   absl::Duration rtt() const;
   Phase phase() const { return phase_; }
+  Source source() const { return source_; }
   // Still learning upwards fast (bookings stay short, release_pacer.h).
   bool growing() const;
 
@@ -97,9 +119,10 @@ class CapacityEstimator {
   // deliveries parked while the gate was closed (ReleasePacer::backlog()).
   void OnSuccess(const DeferralParams& p, absl::Time now, double backlog);
   // A failed answer. `released`: it went out while the gate was open during
-  // a release. True if it counted as overload (the caller re-paces it, and
-  // the breaker does not see it).
-  bool OnFailure(const DeferralParams& p, absl::Time now, bool released);
+  // a release. On overload the caller re-paces the retry, and the breaker
+  // does not see the failure.
+  FailureSignal OnFailure(const DeferralParams& p, absl::Time now,
+                          bool released);
   // `served`: ServedRate::PerSecond() now.
   void OnGateClosed(absl::Time now, double served);
   void OnGateOpened(const DeferralParams& p, absl::Time now);
@@ -121,9 +144,14 @@ class CapacityEstimator {
   uint32_t measured_from_ms_ = 0;  // the gate last opened (bias correction)
   uint32_t last_success_ms_ = 0;
   uint32_t cut_round_end_ms_ = 0;  // no second cut before this
+  uint32_t streak_start_ms_ = 0;   // the current streak's first cut
   uint16_t rtt_ms_ = 0;   // 0 = not measured
   Phase phase_ = Phase::kIdle;
+  Source source_ = Source::kStart;
 };
+
+const char* PacePhaseName(CapacityEstimator::Phase p);    // "IDLE", ...
+const char* PaceSourceName(CapacityEstimator::Source s);  // "START", ...
 
 }  // namespace stagger::engine
 

@@ -79,6 +79,7 @@ struct Decision {
   bool retry_after_seen = false;     // the report carried a Retry-After
   bool retry_after_clamped = false;  // ... and it was above retry_after_max
   bool untracked = false;  // table full: decided from fresh, unstored state
+  bool pace_cut = false;   // an overload cut the endpoint's learned pace
   int num_transitions = 0;           // 0..2 breaker transitions caused
   BreakerTransition transitions[2] = {};
 };

@@ -658,9 +658,12 @@ class EngineDecider {
     // was open may say the pace is more than the endpoint takes.
     const bool releasing = Releasing(st, now);
     const bool released = releasing && !GateClosed(st, now) && !paced;
-    const bool overload =
-        st.release != nullptr &&
-        st.release->capacity.OnFailure(p.deferral, now, released);
+    CapacityEstimator::FailureSignal signal;
+    if (st.release != nullptr) {
+      signal = st.release->capacity.OnFailure(p.deferral, now, released);
+    }
+    const bool overload = signal.overload;
+    d.pace_cut = signal.cut;
     // Remember the endpoint's Retry-After for the whole fleet: it is
     // information even if this delivery goes no further.
     if (in.retry_after.has_value()) {
@@ -673,13 +676,11 @@ class EngineDecider {
       st.retry_after_until_ns =
           std::max(st.retry_after_until_ns, Nanos(now + ra));
     }
-    // A failed retry is what the budget bounds: it spends now. Not while
-    // the queue releases, unless this was a probe (HALF_OPEN): the queue's
-    // pace bounds that load, and spending would stop the whole queue
-    // (successes included) for a budget window.
-    const bool spends =
-        !releasing || st.breaker.state() == BreakerState::kHalfOpen;
-    if (in.attempt > 1 && spends) st.budget.RecordRetry(p.budget, now);
+    // A failed retry is what the budget bounds: it spends now, unless it
+    // was overload: the learned pace bounds that load (it is re-paced
+    // below), and spending would stop the whole queue, successes included,
+    // for a budget window.
+    if (in.attempt > 1 && !overload) st.budget.RecordRetry(p.budget, now);
     // An overload failure is the pace's doing, not the endpoint being
     // down (it is serving): the breaker does not see it.
     if (!paced && !overload) {
@@ -779,8 +780,20 @@ class EngineDecider {
       snap.retry_after_until = FromNanos(st.retry_after_until_ns);
     }
     snap.last_seen = FromNanos(st.last_seen_ns);
-    snap.release_rate =
-        st.release != nullptr ? st.release->capacity.Pace(p.deferral) : 0;
+    snap.served_per_second = st.served.PerSecond(now);
+    if (const Engine::EndpointRelease* rel = st.release.get()) {
+      const CapacityEstimator& c = rel->capacity;
+      snap.has_release = true;
+      snap.release_rate = c.Pace(p.deferral);
+      snap.pace_source = c.source();
+      snap.pace_capped = p.deferral.release_rate_per_second > 0 &&
+                         snap.release_rate >= p.deferral.release_rate_per_second;
+      snap.pace_phase = c.phase();
+      snap.pace_threshold = c.threshold();
+      snap.releasing = rel->pacer.Releasing(now);
+      snap.backlog = rel->pacer.backlog();
+      snap.round_trip = c.rtt();
+    }
     return snap;
   }
 };

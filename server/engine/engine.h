@@ -54,6 +54,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/capacity_estimator.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
 #include "server/engine/engine_config.h"
@@ -75,9 +76,18 @@ struct EndpointSnapshot {
   double budget_remaining = 0;  // retries allowed now
   absl::Time retry_after_until = absl::InfinitePast();  // none if past
   absl::Time last_seen = absl::InfinitePast();
-  // Deliveries/s the release queue is paced at now: the adaptive rate, in
-  // [deferral.release_rate_per_second / 64, release_rate_per_second].
-  double release_rate = 0;
+  // The release side (capacity_estimator.h); has_release is false until the
+  // endpoint's gate first closed.
+  bool has_release = false;
+  double release_rate = 0;  // deliveries/s released now, after the cap
+  CapacityEstimator::Source pace_source = CapacityEstimator::Source::kStart;
+  bool pace_capped = false;  // deferral.release_rate_per_second binds
+  CapacityEstimator::Phase pace_phase = CapacityEstimator::Phase::kIdle;
+  double pace_threshold = 0;  // capacity measured at the last cut; 0 none
+  bool releasing = false;
+  double backlog = 0;
+  double served_per_second = 0;
+  absl::Duration round_trip = absl::ZeroDuration();
 };
 
 struct ListPage {

@@ -19,7 +19,8 @@ int64_t UniformNs(absl::BitGenRef rng, int64_t ns) {
 }  // namespace
 
 void ReleasePacer::Extend(const DeferralParams& p, int64_t back_ns) {
-  release_end_ns_ = std::max(release_end_ns_, back_ns + Ns(p.spread));
+  release_end_ns_ = std::max(release_end_ns_,
+                             back_ns + std::max(Ns(p.spread), Ns(kReleaseTail)));
 }
 
 absl::Time ReleasePacer::CheckIn(const DeferralParams& p, absl::Time now,
@@ -67,7 +68,7 @@ absl::Time ReleasePacer::Queue(const DeferralParams& p, absl::Time now,
 bool ReleasePacer::TakeSlot(absl::Time now, double pace) {
   const int64_t t = Ns(now);
   if (gate_ns_ - t > Ns(kBurst)) return false;
-  gate_ns_ = std::max(gate_ns_, t - Ns(kBurst)) + SlotNs(pace);
+  gate_ns_ = std::max(gate_ns_, t) + SlotNs(pace);
   return true;
 }
 

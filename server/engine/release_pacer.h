@@ -45,6 +45,9 @@ class ReleasePacer {
   // While the gate is closed, a parked delivery checks in about every
   // max(spread, this share of the time the gate has been closed).
   static constexpr double kCheckInShare = 1.0 / 16;
+  // A release lasts until the last delivery parked in it is due back, plus
+  // max(spread, this): the parked come back a little late, not early.
+  static constexpr absl::Duration kReleaseTail = absl::Seconds(1);
 
   absl::Time CheckIn(const DeferralParams& p, absl::Time now,
                      absl::Time target, absl::BitGenRef rng);
