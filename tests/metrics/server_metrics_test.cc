@@ -300,8 +300,14 @@ TEST(ServerMetricsTest, RetryAfterBudgetAndUntrackedCounters) {
   Decision untracked = D(Verdict::kProceed, Reason::kInitialJitter, 1);
   untracked.untracked = true;
   metrics.RecordDecision(Call::kAdmit, untracked);
+  // An overload cut the learned pace: the failure is deferred for a slot.
+  Decision cut = D(Verdict::kDefer, Reason::kPaced, 3);
+  cut.pace_cut = true;
+  metrics.RecordDecision(Call::kReport, cut);
+  metrics.RecordDecision(Call::kReport, D(Verdict::kDefer, Reason::kPaced, 3));
 
   PromText t = Scrape(registry);
+  EXPECT_EQ(t.Value("stagger_pace_cuts_total"), 1);
   EXPECT_EQ(t.Value("stagger_retry_after_total"), 2);
   EXPECT_EQ(t.Value("stagger_retry_after_clamped_total"), 1);
   EXPECT_EQ(t.Value("stagger_budget_refusals_total"), 3);
