@@ -494,7 +494,9 @@ void PolicyToProto(const engine::PolicyParams& p, pb::Policy* out) {
 
   pb::Deferral* d = out->mutable_deferral();
   SetDuration(p.deferral.spread, d->mutable_spread());
-  d->set_release_rate_per_second(p.deferral.release_rate_per_second);
+  if (p.deferral.release_rate_per_second != 0) {  // 0: no cap, left unset
+    d->set_release_rate_per_second(p.deferral.release_rate_per_second);
+  }
 }
 
 }  // namespace

@@ -97,10 +97,10 @@ inline constexpr DurationRange kBreakerWindow{
     absl::Seconds(1), absl::Minutes(10), absl::Seconds(10)};
 inline constexpr DurationRange kBreakerOpenBase{
     "CircuitBreaker", "open_base",
-    absl::Milliseconds(10), absl::Hours(1), absl::Seconds(1)};
+    absl::Milliseconds(10), absl::Hours(1), absl::Milliseconds(250)};
 inline constexpr DurationRange kBreakerOpenMax{
     "CircuitBreaker", "open_max",
-    absl::Milliseconds(10), absl::Hours(24), absl::Seconds(4)};
+    absl::Milliseconds(10), absl::Hours(24), absl::Seconds(1)};
 inline constexpr IntRange kBreakerHalfOpenProbes{
     "CircuitBreaker", "half_open_probes",
     1, 1000, 5};

@@ -27,6 +27,8 @@ const char* ReasonName(Reason r) {
     case Reason::kHalfOpenBusy: return "HALF_OPEN_BUSY";
     case Reason::kRetryAfterWindow: return "RETRY_AFTER_WINDOW";
     case Reason::kAdmitted: return "ADMITTED";
+    case Reason::kPaced: return "PACED";
+    case Reason::kLastChance: return "LAST_CHANCE";
   }
   return "REASON_UNSPECIFIED";
 }

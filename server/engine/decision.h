@@ -43,8 +43,13 @@ enum class Reason : uint8_t {
   kHalfOpenBusy = 11,
   kRetryAfterWindow = 12,
   kAdmitted = 13,
+  // DEFER: the endpoint's release queue has no room at its learned pace now.
+  kPaced = 14,
+  // PROCEED: the last attempt that can start before the deadline (it goes
+  // even through an open breaker or a Retry-After window).
+  kLastChance = 15,
 };
-inline constexpr int kMaxReason = 13;
+inline constexpr int kMaxReason = 15;
 
 enum class BreakerState : uint8_t { kClosed = 1, kOpen = 2, kHalfOpen = 3 };
 inline constexpr int kNumBreakerStates = 3;
@@ -74,6 +79,7 @@ struct Decision {
   bool retry_after_seen = false;     // the report carried a Retry-After
   bool retry_after_clamped = false;  // ... and it was above retry_after_max
   bool untracked = false;  // table full: decided from fresh, unstored state
+  bool pace_cut = false;   // an overload cut the endpoint's learned pace
   int num_transitions = 0;           // 0..2 breaker transitions caused
   BreakerTransition transitions[2] = {};
 };

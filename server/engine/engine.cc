@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine/backoff.h"
+#include "server/engine/capacity_estimator.h"
 #include "server/engine/circuit_breaker.h"
+#include "server/engine/release_pacer.h"
 #include "server/engine/retry_budget.h"
 
 namespace stagger::engine {
@@ -25,30 +27,14 @@ namespace {
 constexpr int kNumShards = 64;  // power of two
 // Attempt numbers above this are bad input, whatever the policy says.
 constexpr int kMaxAttemptNumber = 1000000;
-// A deferral is never scheduled further than this past its target instant,
-// however long the release queue of the endpoint has grown.
-constexpr absl::Duration kMaxDeferLead = absl::Minutes(10);
 // A delivery turned away while the breaker's probes are out waits at least
 // this long before it asks again (even with deferral.spread = 0).
 constexpr absl::Duration kMinHalfOpenWait = absl::Milliseconds(100);
 // A full table sweeps a shard for idle endpoints at most this often.
 constexpr absl::Duration kFullTableSweepInterval = absl::Seconds(1);
-// The adaptive release pace (AIMD; EndpointState::release_fraction):
-// it never drops below this fraction of deferral.release_rate_per_second
-// (nor below 1/s),
-constexpr double kMinReleaseFraction = 1.0 / 64;
-// halves at most once per round, a round lasting at least this long
-// (failures of attempts sent before a cut keep arriving for a response
-// time; they are the same signal),
-constexpr int64_t kReleaseRoundMinMs = 500;
-constexpr double kReleaseCutFactor = 0.5;
-// and, once the round is over, grows back by this fraction of the maximum
-// per second: from half to full in 10 s, slow enough that probing above
-// the endpoint's capacity costs a few failures per cycle.
-constexpr double kReleaseIncreasePerSecond = 1.0 / 20;
-// EndpointState::release_fraction's unit: 1/32768 of the maximum (exact
-// halvings down to the floor, 512).
-constexpr double kReleaseFractionOne = 32768;
+// A delivery whose wait would cross its deadline comes back within this
+// long before the deadline, and then goes as a last-chance attempt.
+constexpr absl::Duration kLastChanceWindow = absl::Seconds(1);
 
 // A configuration that failed validation is a programming error here: the
 // loader validates before it builds an engine.
@@ -126,6 +112,13 @@ absl::Time FromNanos(int64_t ns) { return absl::FromUnixNanos(ns); }
 
 }  // namespace
 
+// How one endpoint's parked deliveries come back: its learned pace and its
+// release queue (capacity_estimator.h, release_pacer.h).
+struct Engine::EndpointRelease {
+  CapacityEstimator capacity;
+  ReleasePacer pacer;
+};
+
 // Everything the engine remembers about one endpoint (158 bytes, with
 // the key's length), followed by the endpoint's key in the same allocation
 // (New()): the table holds one pointer per endpoint, and a lookup compares
@@ -137,22 +130,14 @@ struct Engine::EndpointState {
   int64_t last_seen_ns = 0;
   int64_t previous_delay_ns = 0;     // decorrelated jitter's state; 0 = none
   int64_t retry_after_until_ns = 0;  // fleet-wide Retry-After window end
-  int64_t release_cursor_ns = 0;     // next free release slot for deferrals
   uint32_t config_generation = 0;    // generation policy_index refers to
   int32_t policy_index = -1;         // -1: default policy; else override
-  // The adaptive release pace (AIMD), as a fraction of
-  // deferral.release_rate_per_second in 1/32768ths (0 = not adapted: the
-  // maximum), never below kMinReleaseFraction: halved once per round on a
-  // failure while the breaker is CLOSED and the release queue is backed
-  // up; after the round, grows additively with time.
-  uint16_t release_fraction = 0;
-  // A deferral waited behind an earlier one (the cursor was past its
-  // target) since the queue last drained: a backlog is being released.
-  uint8_t release_backed_up = 0;
-  // The current round's end (see CutReleaseRate), Unix ms mod 2^32.
-  uint32_t release_round_end_ms = 0;
   CircuitBreaker breaker;
   RetryBudget budget;
+  ServedRate served;
+  // The release side (learned pace, release queue), allocated when the
+  // endpoint's gate first closes: most endpoints never need it.
+  std::unique_ptr<EndpointRelease> release;
   uint16_t key_size = 0;  // bytes, <= 4096 (limits.max_key_bytes)
   char key_head[6] = {};  // the key's first bytes; the rest follow
 
@@ -374,7 +359,7 @@ class EngineDecider {
   using St = Engine::EndpointState;
   using Compiled = Engine::CompiledConfig;
   // Counted against the <= 256 B/endpoint target (bench/endpoint_memory).
-  static_assert(sizeof(St) <= 176, "EndpointState grew");
+  static_assert(sizeof(St) <= 256, "EndpointState grew");
 
   // Finds or creates the endpoint's state; re-resolves its policy after a
   // configuration change. `scratch` holds the state when the table is full.
@@ -451,95 +436,45 @@ class EngineDecider {
                                                    std::memory_order_relaxed);
   }
 
-  // The endpoint's adapted release pace, deliveries/s, in the current
-  // policy's [floor, max] (the policy may have changed since the last cut):
-  // the rate set by the last cut, held until that cut's round ends, then
-  // growing by kReleaseIncreasePerSecond * max per second.
-  static double ReleaseMax(const PolicyParams& p) {
-    return p.deferral.release_rate_per_second;
-  }
-  static double ReleaseFloor(const PolicyParams& p) {
-    return std::max(1.0, ReleaseMax(p) * kMinReleaseFraction);
-  }
-  static uint32_t Millis32(absl::Time t) {
-    return static_cast<uint32_t>(absl::ToUnixMillis(t));  // mod 2^32
-  }
-  // now - the current round's end, in ms (negative: the round goes on).
-  static int32_t SinceRoundEndMs(const St& st, absl::Time now) {
-    return static_cast<int32_t>(Millis32(now) - st.release_round_end_ms);
-  }
-  static double ReleaseRate(const St& st, const PolicyParams& p,
-                            absl::Time now) {
-    const double max = ReleaseMax(p);
-    if (st.release_fraction == 0) return max;  // not adapted
-    double rate = max * st.release_fraction / kReleaseFractionOne;
-    const int32_t since = SinceRoundEndMs(st, now);
-    if (since > 0) rate += kReleaseIncreasePerSecond * max * since / 1000.0;
-    return std::clamp(rate, ReleaseFloor(p), max);
-  }
-  // Back at max: forget the adaptation, so the 32-bit round end never
-  // outlives its wrap-around.
-  static void ForgetReleaseRateIfRecovered(St& st, const PolicyParams& p,
-                                           absl::Time now) {
-    if (st.release_fraction != 0 &&
-        ReleaseRate(st, p, now) >= ReleaseMax(p)) {
-      st.release_fraction = 0;
-    }
-  }
-  // True while a backlog of deferred deliveries is still booked for
-  // release (one deferral waiting behind another; a lone deferral, e.g. a
-  // single Retry-After or budget wait, is not a queue).
-  static bool Releasing(const St& st, absl::Time now) {
-    return st.release_backed_up != 0 && st.release_cursor_ns > Nanos(now);
-  }
-  // Multiplicative decrease, once per round: a failure while the breaker is
-  // CLOSED and the queue is releasing says the pace is more than the
-  // endpoint can take. The round lasts until the deliveries booked before
-  // this cut have come back (the release cursor now), at least
-  // kReleaseRoundMinMs: their failures are the old pace's, not the new one's.
-  static void CutReleaseRate(St& st, const PolicyParams& p, absl::Time now) {
-    if (st.release_fraction != 0 && SinceRoundEndMs(st, now) < 0) return;
-    const double rate =
-        std::max(ReleaseFloor(p), ReleaseRate(st, p, now) * kReleaseCutFactor);
-    const long fraction =
-        std::lround(rate / ReleaseMax(p) * kReleaseFractionOne);
-    st.release_fraction = static_cast<uint16_t>(
-        std::clamp(fraction, 1L, static_cast<long>(kReleaseFractionOne)));
-    const int64_t end_ns = std::max(Nanos(now) + kReleaseRoundMinMs * 1000000,
-                                    st.release_cursor_ns);
-    st.release_round_end_ms = Millis32(FromNanos(end_ns));
-  }
-
-  // Schedules a deferred delivery's return to no earlier than `target`,
-  // on the endpoint's release queue at its adapted pace: consecutive
-  // deferrals take slots 1/rate apart, each spread uniformly over
-  // [slot, slot + spread), so a parked herd comes back as a ramp, not a
-  // spike.
-  static absl::Time DeferTo(St& st, const PolicyParams& p, absl::Time now,
-                            absl::Time target, absl::BitGenRef rng) {
-    ForgetReleaseRateIfRecovered(st, p, now);
-    const double rate = std::max(ReleaseRate(st, p, now), 1e-3);
-    const int64_t slot_ns =
-        std::max<int64_t>(1, static_cast<int64_t>(1e9 / rate));
-    if (st.release_cursor_ns <= Nanos(now)) st.release_backed_up = 0;
-    if (st.release_cursor_ns > Nanos(target)) st.release_backed_up = 1;
-    int64_t cursor = std::max(st.release_cursor_ns, Nanos(target));
-    cursor = std::min(cursor, Nanos(target + kMaxDeferLead));
-    st.release_cursor_ns = cursor + slot_ns;
-    return FromNanos(cursor) + UniformDuration(rng, p.deferral.spread);
-  }
-
   static absl::Duration HalfOpenWait(const PolicyParams& p) {
     return std::max(kMinHalfOpenWait, p.deferral.spread);
   }
 
-  static bool PastDeadline(const PolicyParams& p, absl::Time when,
-                           absl::Time deadline, absl::Time first_attempt) {
-    if (when > deadline) return true;
+  // The earlier of the caller's deadline and the policy's usefulness
+  // horizon (InfiniteFuture if neither).
+  static absl::Time Deadline(const PolicyParams& p, absl::Time deadline,
+                             absl::Time first_attempt) {
     const absl::Duration horizon = p.backoff.horizon;
-    return horizon > absl::ZeroDuration() &&
-           first_attempt != absl::InfinitePast() &&
-           when > first_attempt + horizon;
+    if (horizon > absl::ZeroDuration() &&
+        first_attempt != absl::InfinitePast()) {
+      deadline = std::min(deadline, first_attempt + horizon);
+    }
+    return deadline;
+  }
+
+  // The gate is closed while the breaker is not CLOSED or the endpoint's
+  // Retry-After window runs: failures then are the outage's, and parked
+  // deliveries wait for the gate rather than for a slot.
+  static bool GateClosed(const St& st, absl::Time now) {
+    return st.breaker.state() != BreakerState::kClosed ||
+           st.retry_after_until_ns > Nanos(now);
+  }
+  // Tells the capacity estimator whether the gate is open now.
+  static void SyncGate(St& st, const PolicyParams& p, absl::Time now) {
+    if (GateClosed(st, now)) {
+      if (st.release == nullptr) {
+        st.release = std::make_unique<Engine::EndpointRelease>();
+      }
+      st.release->capacity.OnGateClosed(now, st.served.PerSecond(now));
+      st.release->pacer.OnGateClosed(now);
+    } else if (st.release != nullptr) {
+      st.release->capacity.OnGateOpened(p.deferral, now);
+      st.release->pacer.OnGateOpened(now);
+    }
+  }
+  // True while parked deliveries are coming back at the learned pace.
+  static bool Releasing(const St& st, absl::Time now) {
+    return st.release != nullptr && st.release->pacer.Releasing(now);
   }
 
   static void Defer(Decision* d, Reason r, absl::Time until) {
@@ -559,15 +494,54 @@ class EngineDecider {
     d->delay = delay;
   }
 
-  // A deferral, unless the delivery's deadline is before it.
-  static void DeferOrGiveUp(Decision* d, const PolicyParams& p, Reason r,
-                            absl::Time until, absl::Time deadline,
-                            absl::Time first_attempt) {
-    if (PastDeadline(p, until, deadline, first_attempt)) {
+  // A wait that would cross `deadline`. Come back inside the last
+  // kLastChanceWindow before it and go then, through any gate (a
+  // last-chance attempt, from Admit); give up if no attempt can start in
+  // time, or if this failure already came back inside that window (the
+  // delivery has had its last chance).
+  static void LastChance(Decision* d, Reason r, absl::Time now,
+                         absl::Time deadline, bool after_failure,
+                         absl::BitGenRef rng) {
+    const absl::Duration left = deadline - now;
+    if (left <= absl::ZeroDuration() ||
+        (after_failure && left <= kLastChanceWindow)) {
       GiveUp(d, Reason::kDeadline);
+    } else if (left <= kLastChanceWindow) {
+      Proceed(d, Reason::kLastChance, absl::ZeroDuration());
     } else {
-      Defer(d, r, until);
+      Defer(d, r, deadline - kLastChanceWindow +
+                      UniformDuration(rng, kLastChanceWindow));
     }
+  }
+
+  // Parks the delivery until no earlier than `target` (release_pacer.h:
+  // a slot on the queue for kPaced, a check-in otherwise), or gives it its
+  // last chance if that is past its deadline.
+  static void Park(Decision* d, St& st, const PolicyParams& p, Reason r,
+                   absl::Time now, absl::Time target, absl::Time deadline,
+                   bool after_failure, absl::BitGenRef rng) {
+    Engine::EndpointRelease* rel = st.release.get();
+    absl::Time back;
+    if (rel == nullptr) {  // no release running: only check-ins happen
+      back = ReleasePacer::OpenCheckIn(p.deferral, now, target, rng);
+    } else if (r == Reason::kPaced) {
+      back = rel->pacer.Queue(p.deferral, now, target,
+                              rel->capacity.Pace(p.deferral),
+                              rel->capacity.growing(), rng);
+    } else {
+      back = rel->pacer.CheckIn(p.deferral, now, target, rng);
+    }
+    if (back <= deadline) {
+      Defer(d, r, back);
+    } else {
+      LastChance(d, r, now, deadline, after_failure, rng);
+    }
+  }
+
+  static absl::Time BudgetTarget(const PolicyParams& p, absl::Time now) {
+    // The budget frees up as the window slides: come back no sooner than
+    // one slot from now (and at the endpoint's release pace).
+    return now + p.budget.window / RetryBudget::kSlots;
   }
 
   static Decision Admit(Engine& e, St& st, const PolicyParams& p,
@@ -577,69 +551,68 @@ class EngineDecider {
     d.attempt = in.attempt;
     d.untracked = untracked;
     const bool retry = in.attempt > 1;
+    const absl::Time deadline =
+        Deadline(p, in.deadline, in.first_attempt_time);
 
     if (in.attempt > p.backoff.max_attempts) {
       GiveUp(&d, Reason::kAttemptsExhausted);
       return d;
     }
-    if (PastDeadline(p, now, in.deadline, in.first_attempt_time)) {
+    if (now > deadline) {
       GiveUp(&d, Reason::kDeadline);
       return d;
     }
     Transition(e, untracked, &d, st.breaker.Refresh(p.breaker, now));
+    SyncGate(st, p, now);
     if (st.breaker.state() == BreakerState::kOpen) {
-      DeferOrGiveUp(&d, p, Reason::kCircuitOpen,
-                    DeferTo(st, p, now, st.breaker.open_until(), rng),
-                    in.deadline, in.first_attempt_time);
-      return d;
-    }
-    if (retry && st.retry_after_until_ns > Nanos(now)) {
-      DeferOrGiveUp(&d, p, Reason::kRetryAfterWindow,
-                    DeferTo(st, p, now, FromNanos(st.retry_after_until_ns),
-                            rng),
-                    in.deadline, in.first_attempt_time);
-      return d;
-    }
-    if (retry && !st.budget.CanRetry(p.budget, now)) {
-      DeferBudget(st, p, now, rng, in.deadline, in.first_attempt_time, &d);
-      return d;
-    }
-    const bool probe = st.breaker.state() == BreakerState::kHalfOpen;
-    if (probe) {
-      if (!st.breaker.ProbeSlotFree(p.breaker, now)) {
-        DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
-                      DeferTo(st, p, now, now + HalfOpenWait(p), rng),
-                      in.deadline, in.first_attempt_time);
-        return d;
+      Park(&d, st, p, Reason::kCircuitOpen, now, st.breaker.open_until(),
+           deadline, false, rng);
+    } else if (retry && st.retry_after_until_ns > Nanos(now)) {
+      Park(&d, st, p, Reason::kRetryAfterWindow, now,
+           FromNanos(st.retry_after_until_ns), deadline, false, rng);
+    } else if (retry && !st.budget.CanRetry(p.budget, now)) {
+      Park(&d, st, p, Reason::kBudgetExhausted, now, BudgetTarget(p, now),
+           deadline, false, rng);
+    } else if (st.breaker.state() == BreakerState::kHalfOpen) {
+      if (st.breaker.ProbeSlotFree(p.breaker, now)) {
+        st.breaker.AcquireProbe();
+        Proceed(&d, Reason::kHalfOpenProbe, absl::ZeroDuration());
+      } else {
+        Park(&d, st, p, Reason::kHalfOpenBusy, now, now + HalfOpenWait(p),
+             deadline, false, rng);
       }
-      st.breaker.AcquireProbe();
-    }
-    // First attempts fund the budget; a retry spends from it only when it
-    // fails (Report), so a retry that succeeds costs nothing.
-    if (!retry) st.budget.RecordFirstAttempt(p.budget, now);
-    if (probe) {
-      Proceed(&d, Reason::kHalfOpenProbe, absl::ZeroDuration());
+    } else if (Releasing(st, now) &&
+               !st.release->pacer.TakeSlot(
+                   now, st.release->capacity.Pace(p.deferral))) {
+      Park(&d, st, p, Reason::kPaced, now, now, deadline, false, rng);
     } else if (!retry) {
       Proceed(&d, Reason::kInitialJitter,
               UniformDuration(rng, p.backoff.initial_jitter));
     } else {
       Proceed(&d, Reason::kAdmitted, absl::ZeroDuration());
     }
+    // First attempts fund the budget when they go; a retry spends from it
+    // only when it fails (Report), so a retry that succeeds costs nothing.
+    if (!retry && d.verdict == Verdict::kProceed) {
+      st.budget.RecordFirstAttempt(p.budget, now);
+    }
     return d;
   }
 
-  static void DeferBudget(St& st, const PolicyParams& p, absl::Time now,
-                          absl::BitGenRef rng, absl::Time deadline,
-                          absl::Time first_attempt, Decision* d) {
-    // The budget frees up as the window slides: come back no sooner than
-    // one slot from now, at the endpoint's release pace. Coming back is only
-    // an Admit, and the budget admits then what it allows; booking the
-    // returns at the budget's own rate (10/s by default) would schedule a
-    // parked herd of thousands past any deadline.
-    const absl::Duration slot = p.budget.window / RetryBudget::kSlots;
-    DeferOrGiveUp(d, p, Reason::kBudgetExhausted,
-                  DeferTo(st, p, now, now + slot, rng), deadline,
-                  first_attempt);
+  // The endpoint answered (a success, or a 4xx that shows it is up).
+  static void OnAnswer(Engine& e, St& st, const PolicyParams& p,
+                       absl::Time now, bool untracked, Decision* d) {
+    Engine::EndpointRelease* rel = st.release.get();
+    if (rel != nullptr && st.breaker.state() == BreakerState::kHalfOpen) {
+      // The latest probe went out at open_until() (circuit_breaker.h).
+      rel->capacity.SampleRtt(now - st.breaker.open_until());
+    }
+    Transition(e, untracked, d, st.breaker.OnAnswer(p.breaker, now));
+    SyncGate(st, p, now);
+    st.served.OnSuccess(now);
+    if (rel != nullptr) {
+      rel->capacity.OnSuccess(p.deferral, now, rel->pacer.backlog());
+    }
   }
 
   static Decision Report(Engine& e, St& st, const PolicyParams& p,
@@ -649,17 +622,18 @@ class EngineDecider {
     d.untracked = untracked;
     d.attempt = in.attempt;
     Transition(e, untracked, &d, st.breaker.Refresh(p.breaker, now));
+    SyncGate(st, p, now);
 
     switch (in.outcome) {
       case Outcome::kSuccess:
-        Transition(e, untracked, &d, st.breaker.OnAnswer(p.breaker, now));
+        OnAnswer(e, st, p, now, untracked, &d);
         st.previous_delay_ns = 0;  // reset on success only, never by time
         d.verdict = Verdict::kDone;
         d.reason = Reason::kSucceeded;
         return d;
       case Outcome::kNotRetryable:
         // The endpoint answered: it is up, whatever it thought of us.
-        Transition(e, untracked, &d, st.breaker.OnAnswer(p.breaker, now));
+        OnAnswer(e, st, p, now, untracked, &d);
         GiveUp(&d, Reason::kNotRetryable);
         return d;
       case Outcome::kRetryableFailure:
@@ -667,9 +641,31 @@ class EngineDecider {
       case Outcome::kRateLimited:
         break;
     }
+    return ReportFailure(e, st, p, in, now, rng, untracked, d);
+  }
 
-    // A failure. Remember the endpoint's Retry-After for the whole fleet
-    // first: it is information even if this delivery goes no further.
+  static Decision ReportFailure(Engine& e, St& st, const PolicyParams& p,
+                                const ReportInput& in, absl::Time now,
+                                absl::BitGenRef rng, bool untracked,
+                                Decision d) {
+    const absl::Time deadline =
+        Deadline(p, in.deadline, in.first_attempt_time);
+    // A 429 with Retry-After is the endpoint pacing us, not failing: it
+    // does not feed the breaker. Without Retry-After it counts.
+    const bool paced =
+        in.outcome == Outcome::kRateLimited && in.retry_after.has_value();
+    // A failure of an attempt the release queue let through while the gate
+    // was open may say the pace is more than the endpoint takes.
+    const bool releasing = Releasing(st, now);
+    const bool released = releasing && !GateClosed(st, now) && !paced;
+    CapacityEstimator::FailureSignal signal;
+    if (st.release != nullptr) {
+      signal = st.release->capacity.OnFailure(p.deferral, now, released);
+    }
+    const bool overload = signal.overload;
+    d.pace_cut = signal.cut;
+    // Remember the endpoint's Retry-After for the whole fleet: it is
+    // information even if this delivery goes no further.
     if (in.retry_after.has_value()) {
       d.retry_after_seen = true;
       absl::Duration ra = *in.retry_after;
@@ -680,28 +676,17 @@ class EngineDecider {
       st.retry_after_until_ns =
           std::max(st.retry_after_until_ns, Nanos(now + ra));
     }
-    // The endpoint is up (CLOSED) but failed an attempt while the release
-    // queue was feeding it: the queue's pace is more than it can take.
-    const bool releasing = Releasing(st, now);
-    const bool overload =
-        releasing && st.breaker.state() == BreakerState::kClosed;
-    if (overload) CutReleaseRate(st, p, now);
-    // A failed retry is what the budget bounds: it spends now. Not while
-    // the queue releases, unless this was a probe (HALF_OPEN): a CLOSED
-    // failure is re-paced onto the release queue below, and an OPEN one (a
-    // straggler answered after the trip) is deferred by the breaker, so the
-    // queue's adapted pace bounds the load either way, and spending would
-    // stop the whole queue (successes included) for a budget window.
-    const bool spends =
-        !releasing || st.breaker.state() == BreakerState::kHalfOpen;
-    if (in.attempt > 1 && spends) st.budget.RecordRetry(p.budget, now);
-    // A 429 with Retry-After is the endpoint pacing us, not failing: it
-    // does not feed the breaker. Without Retry-After it counts.
-    const bool paced =
-        in.outcome == Outcome::kRateLimited && in.retry_after.has_value();
-    if (!paced) {
+    // A failed retry is what the budget bounds: it spends now, unless it
+    // was overload: the learned pace bounds that load (it is re-paced
+    // below), and spending would stop the whole queue, successes included,
+    // for a budget window.
+    if (in.attempt > 1 && !overload) st.budget.RecordRetry(p.budget, now);
+    // An overload failure is the pace's doing, not the endpoint being
+    // down (it is serving): the breaker does not see it.
+    if (!paced && !overload) {
       Transition(e, untracked, &d, st.breaker.OnFailure(p.breaker, now, rng));
     }
+    SyncGate(st, p, now);
 
     d.attempt = in.attempt + 1;
     if (in.attempt >= p.backoff.max_attempts) {
@@ -709,22 +694,28 @@ class EngineDecider {
       return d;
     }
     if (st.breaker.state() == BreakerState::kOpen) {
-      DeferOrGiveUp(&d, p, Reason::kCircuitOpen,
-                    DeferTo(st, p, now, st.breaker.open_until(), rng),
-                    in.deadline, in.first_attempt_time);
+      Park(&d, st, p, Reason::kCircuitOpen, now, st.breaker.open_until(),
+           deadline, true, rng);
       return d;
     }
     if (st.breaker.state() == BreakerState::kHalfOpen &&
         !st.breaker.ProbeSlotFree(p.breaker, now)) {
-      DeferOrGiveUp(&d, p, Reason::kHalfOpenBusy,
-                    DeferTo(st, p, now, now + HalfOpenWait(p), rng),
-                    in.deadline, in.first_attempt_time);
+      Park(&d, st, p, Reason::kHalfOpenBusy, now, now + HalfOpenWait(p),
+           deadline, true, rng);
+      return d;
+    }
+    if (overload) {
+      // The pace let more through than the endpoint takes: the retry waits
+      // for the next slot on the release queue at the new pace, not for a
+      // backoff on top of the queue's own load.
+      Park(&d, st, p, Reason::kPaced, now, now, deadline, true, rng);
       return d;
     }
     if (!st.budget.CanRetry(p.budget, now)) {
       // Answer at once: no delay is computed for a retry that will not be
       // allowed, and the decorrelated state does not move.
-      DeferBudget(st, p, now, rng, in.deadline, in.first_attempt_time, &d);
+      Park(&d, st, p, Reason::kBudgetExhausted, now, BudgetTarget(p, now),
+           deadline, true, rng);
       return d;
     }
 
@@ -740,18 +731,24 @@ class EngineDecider {
       delay = ra_left + UniformDuration(rng, p.deferral.spread);
       reason = Reason::kRetryAfter;
     }
-    if (overload) {
-      // Re-paced: the retry goes to the back of the release queue, at the
-      // adapted pace, rather than back in after a short backoff on top of
-      // the queue's own load.
-      delay = DeferTo(st, p, now, now + delay, rng) - now;
+    if (now + delay > deadline) {
+      // Shortened to start before the deadline: the last chance, unless
+      // this failure came back inside the last-chance window already.
+      const absl::Duration left = deadline - now;
+      if (left <= kLastChanceWindow) {
+        GiveUp(&d, Reason::kDeadline);
+        return d;
+      }
+      delay = left - kLastChanceWindow +
+              UniformDuration(rng, kLastChanceWindow);
+      reason = Reason::kLastChance;
     }
-    if (PastDeadline(p, now + delay, in.deadline, in.first_attempt_time)) {
-      // No retry, so no realised delay: the decorrelated state stays.
-      GiveUp(&d, Reason::kDeadline);
-      return d;
-    }
-    if (p.backoff.kind == BackoffKind::kDecorrelatedJitter) {
+    // The decorrelated state grows from failures the endpoint did not
+    // schedule itself: while its Retry-After window is in force, the window
+    // paces the retries, and a burst of such reports must not push the
+    // fleet's backoff to the cap.
+    if (p.backoff.kind == BackoffKind::kDecorrelatedJitter &&
+        ra_left <= absl::ZeroDuration()) {
       st.previous_delay_ns = absl::ToInt64Nanoseconds(policy_delay);
     }
     Proceed(&d, reason, delay);
@@ -783,7 +780,20 @@ class EngineDecider {
       snap.retry_after_until = FromNanos(st.retry_after_until_ns);
     }
     snap.last_seen = FromNanos(st.last_seen_ns);
-    snap.release_rate = ReleaseRate(st, p, now);
+    snap.served_per_second = st.served.PerSecond(now);
+    if (const Engine::EndpointRelease* rel = st.release.get()) {
+      const CapacityEstimator& c = rel->capacity;
+      snap.has_release = true;
+      snap.release_rate = c.Pace(p.deferral);
+      snap.pace_source = c.source();
+      snap.pace_capped = p.deferral.release_rate_per_second > 0 &&
+                         snap.release_rate >= p.deferral.release_rate_per_second;
+      snap.pace_phase = c.phase();
+      snap.pace_threshold = c.threshold();
+      snap.releasing = rel->pacer.Releasing(now);
+      snap.backlog = rel->pacer.backlog();
+      snap.round_trip = c.rtt();
+    }
     return snap;
   }
 };

@@ -1,35 +1,22 @@
 // Engine: the retry coordinator's decision logic and per-endpoint state.
 //
 // Admit() answers "may I send attempt n now?"; Report() records an attempt's
-// outcome and, for a failure, answers for attempt n+1. The decision order
-// (DESIGN.md) for a failure report is: validate -> not retryable -> attempt
-// limit -> breaker -> retry budget (an empty budget answers at once, before
-// any delay is computed) -> policy delay -> Retry-After -> deadline/horizon.
-// First attempts fund the retry budget when admitted; a retry spends from it
-// when its failure is reported (Report with attempt > 1), and Admit and the
-// failure report only check the balance. So every failed retry spends
-// exactly once, and a retry that succeeds costs nothing: after an outage,
-// the backlog the breaker parked is not throttled by a budget that no new
-// first attempts refill (measured with bench/sim; see README).
+// outcome and, for a failure, answers for attempt n+1. The decision order for
+// a failure report (README, "The decision order") is: validate -> not
+// retryable -> remember Retry-After, feed the breaker (or, for overload, the
+// learned pace) -> attempt limit -> breaker -> overload (wait for a slot) ->
+// retry budget (an empty budget answers at once, before any delay is
+// computed) -> policy delay -> Retry-After -> deadline/horizon (a last-chance
+// attempt just before it, GIVE_UP only when none can start in time).
+// First attempts fund the retry budget when admitted; a failed retry spends
+// from it when reported (unless it was overload), and Admit and the failure
+// report only check the balance: a retry that succeeds costs nothing.
 //
-// Deferred deliveries return on the endpoint's release queue, one slot per
-// deferral, at an adaptive pace (AIMD) bounded by
-// deferral.release_rate_per_second, the operator's maximum. The endpoint's
-// capacity after a recovery is unknown, so the pace learns it: a failure
-// while the breaker is CLOSED and a backlog (a deferral that waited behind
-// another, not yet all returned) is still being released halves
-// the pace (once per round: a round lasts until the deliveries booked
-// before the cut have come back, at least 500 ms), never below 1/64 of the
-// maximum; after the round the pace grows back by 1/20 of the maximum per
-// second. Such an overload failure is re-paced (its retry's delay reaches
-// the back of the queue at the new pace, instead of a short backoff on top
-// of the queue's load) and does not spend the retry budget (nor does a
-// straggler answered after the breaker tripped): the pace already bounds
-// their load, and an empty budget would stop the whole queue,
-// successes included, until the deliveries' horizon passed (bench/sim
-// --capacity=300). Every deferral (breaker, Retry-After window, half-open,
-// budget) books at the adapted pace. With an endpoint that keeps up, no
-// failure happens while releasing and the pace stays at the maximum.
+// Parked deliveries come back through the endpoint's release queue
+// (release_pacer.h) at a pace learned from the fleet's answers
+// (capacity_estimator.h); that state is allocated when the endpoint is
+// first unavailable (breaker tripped or a Retry-After window), since most
+// endpoints never need it.
 //
 // State per endpoint is shared by every caller (the fleet) and soft: losing
 // it loses only backoff history. The table is sharded by key hash, one
@@ -54,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/capacity_estimator.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
 #include "server/engine/engine_config.h"
@@ -75,9 +63,18 @@ struct EndpointSnapshot {
   double budget_remaining = 0;  // retries allowed now
   absl::Time retry_after_until = absl::InfinitePast();  // none if past
   absl::Time last_seen = absl::InfinitePast();
-  // Deliveries/s the release queue is paced at now: the adaptive rate, in
-  // [deferral.release_rate_per_second / 64, release_rate_per_second].
-  double release_rate = 0;
+  // The release side (capacity_estimator.h); has_release is false until the
+  // endpoint's gate first closed.
+  bool has_release = false;
+  double release_rate = 0;  // deliveries/s released now, after the cap
+  CapacityEstimator::Source pace_source = CapacityEstimator::Source::kStart;
+  bool pace_capped = false;  // deferral.release_rate_per_second binds
+  CapacityEstimator::Phase pace_phase = CapacityEstimator::Phase::kIdle;
+  double pace_threshold = 0;  // capacity measured at the last cut; 0 none
+  bool releasing = false;
+  double backlog = 0;
+  double served_per_second = 0;
+  absl::Duration round_trip = absl::ZeroDuration();
 };
 
 struct ListPage {
@@ -140,6 +137,7 @@ class Engine {
   struct Shard;
   struct CompiledConfig;
   struct EndpointState;
+  struct EndpointRelease;
 
   // Runs one decision on `endpoint`'s state under its shard's lock.
   template <typename Decide>

@@ -228,7 +228,11 @@ static_assert(DeferralParams{}.spread == ranges::kDeferralSpread.default_value,
 
 void ValidateDeferral(const DeferralParams& d, ValidationErrors* e) {
   Check(e, ranges::kDeferralSpread, d.spread);
-  CheckDouble(e, "release_rate_per_second", d.release_rate_per_second, 1, 1e6);
+  // 0 = no cap (the pace is learned); a cap is 1..1e6.
+  if (d.release_rate_per_second != 0) {
+    CheckDouble(e, "release_rate_per_second", d.release_rate_per_second, 1,
+                1e6);
+  }
 }
 
 void ValidatePolicy(const PolicyParams& p, ValidationErrors* e) {

@@ -68,10 +68,10 @@ struct BreakerParams {
 
 struct DeferralParams {
   absl::Duration spread = absl::Seconds(1);  // 0..10min
-  // Deferred deliveries released per second, at most: the ceiling of the
-  // endpoint's adaptive release pace (engine.h), which halves on failures
-  // while a backlog is released and grows back, never below 1/64 of this.
-  double release_rate_per_second = 1000.0;   // 1..1e6
+  // An operator's cap on the endpoint's learned release pace
+  // (capacity_estimator.h), deliveries/s. 0 = no cap (the default): the
+  // pace is learned from the endpoint's answers alone.
+  double release_rate_per_second = 0;   // 0 or 1..1e6
 };
 
 struct PolicyParams {

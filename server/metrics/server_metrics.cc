@@ -121,6 +121,15 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
            .Register(registry)
            .Add({});
 
+  pace_cuts_ =
+      &prometheus::BuildCounter()
+           .Name("stagger_pace_cuts_total")
+           .Help("Cuts of an endpoint's learned release pace: released "
+                 "attempts failed while it was serving (overload), so its "
+                 "pace went down to the goodput measured.")
+           .Register(registry)
+           .Add({});
+
   untracked_ =
       &prometheus::BuildCounter()
            .Name("stagger_untracked_decisions_total")
@@ -232,6 +241,7 @@ void ServerMetrics::RecordDecision(Call call, const engine::Decision& d) {
     budget_refusals_->Increment();
   }
   if (d.untracked) untracked_->Increment();
+  if (d.pace_cut) pace_cuts_->Increment();
 
   const int n = std::clamp(d.num_transitions, 0, 2);
   for (int i = 0; i < n; ++i) {

@@ -18,6 +18,7 @@
 //                                            "overflow"
 //   retry_after_total, retry_after_clamped_total, budget_refusals_total
 //   untracked_decisions_total                counter (endpoint table full)
+//   pace_cuts_total                          counter (learned pace cut)
 //   breaker_transitions_total{from,to}       counter, the 6 real transitions
 //   endpoints{breaker_state}, endpoints_tracked        gauges (engine stats)
 //   endpoints_evicted_total                  counter (engine stats)
@@ -106,7 +107,8 @@ class ServerMetrics {
   //   reason BUDGET_EXHAUSTED: stagger_budget_refusals_total (every refusal,
   //     so one retry deferred twice counts twice);
   //   d.transitions[0 .. num_transitions): stagger_breaker_transitions_total;
-  //   d.untracked: stagger_untracked_decisions_total.
+  //   d.untracked: stagger_untracked_decisions_total;
+  //   d.pace_cut: stagger_pace_cuts_total.
   // Out-of-range enum values (never produced by the engine) are not counted
   // under any label. Lock-free apart from the histogram's own mutex.
   void RecordDecision(Call call, const engine::Decision& d);
@@ -152,6 +154,7 @@ class ServerMetrics {
   prometheus::Counter* retry_after_clamped_ = nullptr;
   prometheus::Counter* budget_refusals_ = nullptr;
   prometheus::Counter* untracked_ = nullptr;
+  prometheus::Counter* pace_cuts_ = nullptr;
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};

@@ -138,6 +138,18 @@ void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out) {
   if (s.last_seen != absl::InfinitePast()) {
     ToProto(s.last_seen, out->mutable_last_seen());
   }
+  if (s.has_release) {
+    v1::ReleasePace* pace = out->mutable_release_pace();
+    pace->set_per_second(s.release_rate);
+    pace->set_learned_from(static_cast<v1::PaceSource>(s.pace_source));
+    pace->set_capped(s.pace_capped);
+    pace->set_phase(static_cast<v1::PacePhase>(s.pace_phase));
+    pace->set_capacity_per_second(s.pace_threshold);
+    pace->set_releasing(s.releasing);
+    pace->set_backlog(s.backlog);
+    pace->set_served_per_second(s.served_per_second);
+    ToProto(s.round_trip, pace->mutable_round_trip());
+  }
 }
 
 std::optional<engine::BreakerState> FromProto(v1::BreakerState s) {

@@ -171,13 +171,13 @@ TEST(DefaultsTest, EqualTheDocumentedValues) {
   EXPECT_EQ(p.breaker.failure_ratio, 0.5);
   EXPECT_EQ(p.breaker.min_throughput, 20);
   EXPECT_EQ(p.breaker.window, absl::Seconds(10));
-  EXPECT_EQ(p.breaker.open_base, absl::Seconds(1));
-  EXPECT_EQ(p.breaker.open_max, absl::Seconds(4));
+  EXPECT_EQ(p.breaker.open_base, absl::Milliseconds(250));
+  EXPECT_EQ(p.breaker.open_max, absl::Seconds(1));
   EXPECT_EQ(p.breaker.half_open_probes, 5);
   EXPECT_EQ(p.breaker.close_after_successes, 3);
   EXPECT_EQ(p.breaker.probe_timeout, absl::Seconds(10));
   EXPECT_EQ(p.deferral.spread, absl::Seconds(1));
-  EXPECT_EQ(p.deferral.release_rate_per_second, 1000);
+  EXPECT_EQ(p.deferral.release_rate_per_second, 0);  // no cap: learned
   EXPECT_TRUE(c.overrides.empty());
   EXPECT_EQ(c.limits.max_key_bytes, 512);
   EXPECT_EQ(c.limits.max_endpoints, 1000000);

@@ -364,16 +364,17 @@ TEST(CircuitBreakerTest, OpenDurationIsJitteredBothWays) {
 }
 
 TEST(CircuitBreakerTest, DefaultOpenDurationsAreShort) {
-  // The defaults (open_base 1s, open_max 4s): a probe round is cheap, so a
-  // dead endpoint is probed every few seconds and a recovery is noticed
-  // within seconds. trips=1: 1s, 2: 2s, 3..: 4s (cap), each +-20%.
+  // The defaults (open_base 250ms, open_max 1s): a probe round is cheap,
+  // so a dead endpoint is probed about every second and a recovery is
+  // noticed within about a second. trips=1: 0.25s, 2: 0.5s, 3..: 1s (cap),
+  // each +-20%.
   const BreakerParams p = ByCount(1);
-  ASSERT_EQ(p.open_base, absl::Seconds(1));
-  ASSERT_EQ(p.open_max, absl::Seconds(4));
+  ASSERT_EQ(p.open_base, absl::Milliseconds(250));
+  ASSERT_EQ(p.open_max, absl::Seconds(1));
   SeededRandom random(18);
   CircuitBreaker b;
   TripNow(b, p, kStart, random);
-  const double nominal[] = {1, 2, 4, 4, 4, 4};
+  const double nominal[] = {0.25, 0.5, 1, 1, 1, 1};
   absl::Time opened = kStart;
   for (int trip = 1; trip <= 6; ++trip) {
     SCOPED_TRACE(trip);

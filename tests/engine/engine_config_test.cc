@@ -147,8 +147,9 @@ const BadCase kBadCases[] = {
      "default_policy.breaker.open_base: must be in [0.01s, 3600s], got "
      "0.005s"},
     {"OpenMaxBelowOpenBase",
-     [](EngineConfig& c) { Br(c).open_max = absl::Milliseconds(500); },
-     "default_policy.breaker.open_max: must be >= open_base (1s), got 0.5s"},
+     [](EngineConfig& c) { Br(c).open_max = absl::Milliseconds(200); },
+     "default_policy.breaker.open_max: must be >= open_base (0.25s), got "
+     "0.2s"},
     {"OpenMaxOverADay",
      [](EngineConfig& c) { Br(c).open_max = absl::Hours(48); },
      "default_policy.breaker.open_max: must be <= 86400s, got 172800s"},

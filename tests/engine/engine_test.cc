@@ -208,10 +208,12 @@ TEST_F(EngineTest, BreakerOpenDefersUntilHalfOpen) {
   EXPECT_EQ(d.transitions[0].to, BreakerState::kOpen);
   const EndpointSnapshot s = Inspect(kEp);
   EXPECT_EQ(s.breaker_state, BreakerState::kOpen);
-  // defer_until is at or after the half-open instant, within the spread.
-  EXPECT_GE(d.defer_until, s.open_until);
-  EXPECT_LT(d.defer_until, s.open_until + absl::Seconds(1) +
-                               absl::Milliseconds(1));
+  // The parked delivery checks in again at or after the half-open instant
+  // and at least half a spread from now, spread over one spread (1s).
+  const absl::Time earliest =
+      std::max(s.open_until, clock_.Now() + absl::Milliseconds(500));
+  EXPECT_GE(d.defer_until, earliest);
+  EXPECT_LT(d.defer_until, earliest + absl::Seconds(1));
   // Admit agrees, for first attempts and retries alike.
   EXPECT_EQ(Admit(kEp, 1).reason, Reason::kCircuitOpen);
   EXPECT_EQ(Admit(kEp, 2).reason, Reason::kCircuitOpen);
@@ -236,155 +238,224 @@ TEST_F(EngineTest, CircuitOpenDeferralsAreSpreadNotEqual) {
   EXPECT_GT(hi - lo, absl::Milliseconds(800));
 }
 
-TEST_F(EngineTest, CircuitOpenDeferralsArePaced) {
-  // No spread, 10 releases per second: the k-th deferral returns exactly
-  // k * 100ms after the half-open instant, a ramp rather than a spike.
+TEST_F(EngineTest, ParkedDeliveriesCheckInLessOftenAsTheOutageLasts) {
+  // One probe per half-open round, and it keeps failing: the endpoint stays
+  // unavailable. A parked delivery checks in about every max(spread, 1/16
+  // of the time it has been unavailable): every ~1s at first, every ~10s
+  // after 160s, so a long outage costs the coordinator fewer calls.
   EngineConfig c = TripAfter(1);
-  c.default_policy.deferral.spread = absl::ZeroDuration();
-  c.default_policy.deferral.release_rate_per_second = 10;
+  c.default_policy.breaker.half_open_probes = 1;
+  c.default_policy.breaker.close_after_successes = 1;
   Make(c);
-  Fail(kEp);  // trips; this deferral takes slot 0
-  const absl::Time open_until = Inspect(kEp).open_until;
-  for (int k = 1; k <= 50; ++k) {
+  const absl::Time t0 = clock_.Now();
+  Fail(kEp);  // trips at t0
+  for (int i = 0; i < 50; ++i) {
     const Decision d = Admit(kEp, 2);
     ASSERT_EQ(d.reason, Reason::kCircuitOpen);
-    ASSERT_EQ(d.defer_until, open_until + absl::Milliseconds(100) * k) << k;
+    ASSERT_GE(d.defer_until, t0 + absl::Milliseconds(500));
+    ASSERT_LT(d.defer_until, t0 + absl::Milliseconds(1500));
+  }
+  // 160s later it is half-open; one probe goes out and the rest wait.
+  clock_.Advance(absl::Seconds(160));
+  ASSERT_EQ(Admit(kEp, 2).reason, Reason::kHalfOpenProbe);
+  for (int i = 0; i < 50; ++i) {
+    const Decision d = Admit(kEp, 2);
+    ASSERT_EQ(d.reason, Reason::kHalfOpenBusy);
+    ASSERT_GE(d.defer_until, clock_.Now() + absl::Seconds(5));
+    ASSERT_LT(d.defer_until, clock_.Now() + absl::Seconds(15));
   }
 }
 
-TEST_F(EngineTest, DeferralPacingIsBoundedAhead) {
-  // However long the queue, no deferral is scheduled more than 10 minutes
-  // (plus the spread) past the instant it waits for.
-  EngineConfig c = TripAfter(1);
+TEST_F(EngineTest, AParkedBacklogComesBackAtTheLearnedPace) {
+  // Spread 0, Retry-After window of 5s: 1,000 retries parked behind it.
+  // When the window is over the gate opens at the start pace (10/s,
+  // nothing was served before) and nothing confirms the endpoint is back;
+  // its first success sizes the pace to release the backlog in about 4s.
+  EngineConfig c = NoBreaker();
   c.default_policy.deferral.spread = absl::ZeroDuration();
-  c.default_policy.deferral.release_rate_per_second = 1;
   Make(c);
-  Fail(kEp);
-  const absl::Time open_until = Inspect(kEp).open_until;
-  absl::Time last;
-  for (int k = 0; k < 2000; ++k) last = Admit(kEp, 2).defer_until;
-  EXPECT_LE(last, open_until + absl::Minutes(10));
-  EXPECT_GE(last, open_until + absl::Minutes(9));
+  Report(kEp, 1, Outcome::kRateLimited, absl::Seconds(5));
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kRetryAfterWindow);
+  }
+  EndpointSnapshot s = Inspect(kEp);
+  ASSERT_TRUE(s.has_release);
+  EXPECT_EQ(s.pace_phase, CapacityEstimator::Phase::kClosed);
+  // 5s later: the window is over. At 10/s with 100ms of tolerance, two
+  // go at once; the others take slots on the queue 100ms apart.
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+  EXPECT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+  s = Inspect(kEp);
+  EXPECT_EQ(s.pace_phase, CapacityEstimator::Phase::kOpening);
+  EXPECT_EQ(s.pace_source, CapacityEstimator::Source::kStart);
+  EXPECT_DOUBLE_EQ(s.release_rate, 10);
+  EXPECT_TRUE(s.releasing);
+  // The backlog parked behind the window: about 1,000 (Little's law).
+  EXPECT_NEAR(s.backlog, 1000, 1);
+  const Decision paced = Admit(kEp, 2);
+  EXPECT_EQ(paced.verdict, Verdict::kDefer);
+  EXPECT_EQ(paced.reason, Reason::kPaced);
+  EXPECT_GT(paced.defer_until, clock_.Now());
+  EXPECT_LE(paced.defer_until, clock_.Now() + absl::Seconds(1));
+  // The first released attempt succeeds: 1,000 to go within 4s, 250/s.
+  clock_.Advance(absl::Milliseconds(250));
+  Report(kEp, 2, Outcome::kSuccess);
+  s = Inspect(kEp);
+  EXPECT_EQ(s.pace_phase, CapacityEstimator::Phase::kReleasing);
+  EXPECT_EQ(s.pace_source, CapacityEstimator::Source::kBacklog);
+  EXPECT_DOUBLE_EQ(s.release_rate, 250);
 }
 
-// --- Adaptive release pace (AIMD) -----------------------------------------
+// --- The learned release pace (capacity_estimator.h, release_pacer.h) ----
 
-// No breaker, no spread, at most 100 releases/s; a Retry-After window of 5s
-// parks 300 retries on the release queue: slots 10ms apart, 5.00s..7.99s.
+// No spread; the breaker trips only on 20 consecutive failures. A 429 with
+// Retry-After 5s (it does not feed the breaker) closes the gate, and 1,000
+// retries park behind the window. Then the window ends, two retries go at
+// the start pace's burst and succeed: the endpoint is back, and the pace
+// jumps to release the backlog within 4s (250/s).
 class ReleasePaceTest : public EngineTest {
  protected:
   void SetUp() override {
-    EngineConfig c = NoBreaker();
+    EngineConfig c = TripAfter(20);
     c.default_policy.deferral.spread = absl::ZeroDuration();
-    c.default_policy.deferral.release_rate_per_second = 100;
     Make(c);
-    t0_ = clock_.Now();
     Report(kEp, 1, Outcome::kRateLimited, absl::Seconds(5));
-    for (int k = 0; k < 300; ++k) {
-      const Decision d = Admit(kEp, 2);
-      ASSERT_EQ(d.reason, Reason::kRetryAfterWindow);
-      ASSERT_EQ(d.defer_until, t0_ + absl::Seconds(5) +
-                                   absl::Milliseconds(10) * k) << k;
+    for (int i = 0; i < 1000; ++i) {
+      ASSERT_EQ(Admit(kEp, 2).reason, Reason::kRetryAfterWindow);
+    }
+    clock_.Advance(absl::Seconds(5));
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
+    clock_.Advance(absl::Milliseconds(250));
+    Report(kEp, 2, Outcome::kSuccess);
+    Report(kEp, 2, Outcome::kSuccess);
+    ASSERT_EQ(Inspect(kEp).pace_source, CapacityEstimator::Source::kGrowth);
+  }
+  // `n` successes reported over `span`.
+  void Successes(int n, absl::Duration span) {
+    for (int i = 0; i < n; ++i) {
+      Report(kEp, 2, Outcome::kSuccess);
+      clock_.Advance(span / n);
     }
   }
-  double Rate() { return Inspect(kEp).release_rate; }
-  absl::Time t0_;
 };
 
-TEST_F(ReleasePaceTest, AFailureWhileReleasingHalvesThePaceOncePerRound) {
-  EXPECT_DOUBLE_EQ(Rate(), 100);  // not adapted: the maximum
-  clock_.Advance(absl::Seconds(5));  // the queue starts releasing
-  const double budget = Inspect(kEp).budget_remaining;
-  // A released retry fails (a 503 from an endpoint over capacity): the
-  // pace halves, 100/s -> 50/s, and the retry is re-paced to the back of
-  // the queue (the cursor, 8.00s) instead of a short backoff.
-  Decision d = Fail(kEp, 2);
-  EXPECT_EQ(d.verdict, Verdict::kProceed);
-  EXPECT_EQ(d.reason, Reason::kBackoff);
-  EXPECT_EQ(d.delay, absl::Seconds(3));  // 5.00s -> 8.00s
-  EXPECT_NEAR(Rate(), 50, 0.01);
-  // The pace bounds its load: it did not spend the budget.
-  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, budget);
-  // 100ms later another one fails: same round (it lasts until the retries
-  // booked before the cut, up to 8.00s, are back), no second cut; it takes
-  // the next slot at the new pace, 20ms on: 8.02s.
-  clock_.Advance(absl::Milliseconds(100));
-  d = Fail(kEp, 2);
-  EXPECT_EQ(d.delay, t0_ + absl::Seconds(8) + absl::Milliseconds(20) -
-                         clock_.Now());
-  EXPECT_NEAR(Rate(), 50, 0.01);
-  // Any failure outcome is re-paced the same way: a timeout, slot 8.04s.
-  d = Report(kEp, 2, Outcome::kTimeout);
-  EXPECT_EQ(clock_.Now() + d.delay,
-            t0_ + absl::Seconds(8) + absl::Milliseconds(40));
-  // The policy's own delay (the decorrelated state) was shorter.
-  EXPECT_LT(Inspect(kEp).previous_delay, d.delay);
-  EXPECT_NEAR(Rate(), 50, 0.01);
+TEST_F(ReleasePaceTest, AnEndpointThatKeepsUpIsNeverCut) {
+  // 250/s + 8/s for the second success; every success adds 8/s more
+  // (slow start: x3 per round-trip of 250ms).
+  EXPECT_DOUBLE_EQ(Inspect(kEp).release_rate, 258);
+  Successes(100, absl::Seconds(1));
+  const EndpointSnapshot s = Inspect(kEp);
+  EXPECT_DOUBLE_EQ(s.release_rate, 258 + 100 * 8);
+  EXPECT_EQ(s.pace_threshold, 0);  // no capacity measured: none seen
+  EXPECT_EQ(s.pace_phase, CapacityEstimator::Phase::kReleasing);
+  EXPECT_FALSE(s.pace_capped);
 }
 
-TEST_F(ReleasePaceTest, AfterTheRoundThePaceGrowsBackAdditively) {
-  clock_.Advance(absl::Seconds(5));
-  Fail(kEp, 2);  // cut: 50/s; the round ends at 8.00s
-  EXPECT_NEAR(Rate(), 50, 0.01);
-  clock_.Advance(absl::Seconds(3));  // 8.00s: the round is over
-  EXPECT_NEAR(Rate(), 50, 0.01);
-  clock_.Advance(absl::Seconds(2));  // +1/20 of the maximum per second
-  EXPECT_NEAR(Rate(), 60, 0.01);
-  // The queue has drained (cursor 8.02s): a failure now is an ordinary
-  // one, it spends the budget and is not re-paced; the pace is not cut.
-  const double budget = Inspect(kEp).budget_remaining;
-  Decision d = Fail(kEp, 2);
-  EXPECT_EQ(d.reason, Reason::kBackoff);
-  EXPECT_EQ(Ns(d.delay), Inspect(kEp).previous_delay);  // the policy's own
-  EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, budget - 1);
-  EXPECT_NEAR(Rate(), 60, 0.01);
-  clock_.Advance(absl::Seconds(8));  // 50 + 5/s x 10s: back at the maximum
-  EXPECT_DOUBLE_EQ(Rate(), 100);
-  clock_.Advance(absl::Seconds(100));
-  EXPECT_DOUBLE_EQ(Rate(), 100);  // never above it
-}
-
-TEST_F(ReleasePaceTest, LaterRoundsCutAgainWithinTheBounds) {
-  clock_.Advance(absl::Seconds(5));
-  Fail(kEp, 2);  // 100 -> 50; round until 8.00s
-  clock_.Advance(absl::Seconds(3));
-  // Keep a backlog and keep failing: every round that is over halves the
-  // pace again; never below the floor, 1/64 of the maximum (1.5625/s).
-  double lowest = Rate();
-  for (int k = 0; k < 40; ++k) {
-    clock_.Advance(absl::Milliseconds(501));
-    Report(kEp, 1, Outcome::kRateLimited, absl::Milliseconds(1));
-    Admit(kEp, 2);
-    Admit(kEp, 2);  // waits behind the first: a backlog
-    clock_.Advance(absl::Milliseconds(1));
-    Fail(kEp, 2);
-    EXPECT_GE(Rate(), 100.0 / 64 - 1e-3) << k;
-    lowest = std::min(lowest, Rate());
+TEST_F(ReleasePaceTest, AFailureWhileServingCutsThePaceAndWaitsForASlot) {
+  // Released retries succeed at ~100/s for 300ms, then some fail. One or
+  // two among that many successes are under 5% of the answers: ordinary
+  // failures (a backoff, the breaker counts them). The failure that
+  // crosses 5% while the endpoint is serving is overload.
+  Successes(30, absl::Milliseconds(300));
+  Decision d;
+  int ordinary = 0;
+  for (d = Fail(kEp, 2); d.reason == Reason::kBackoff; d = Fail(kEp, 2)) {
+    ++ordinary;
   }
-  // 50 -> 25 -> ... until the halvings meet what grows back between
-  // rounds (5/s per second after each round's end): ~4.4/s here.
-  EXPECT_LT(lowest, 5.0) << lowest;
+  EXPECT_LE(ordinary, 3);
+  const double budget = Inspect(kEp).budget_remaining;
+  // The pace goes down to the goodput measured (+5%), which is now the
+  // endpoint's measured capacity; the retry waits for a slot on the queue
+  // at that pace instead of a backoff, spends no budget, and the breaker
+  // does not see the failure.
+  EXPECT_TRUE(d.pace_cut);
+  EXPECT_EQ(d.verdict, Verdict::kDefer);
+  EXPECT_EQ(d.reason, Reason::kPaced);
+  EXPECT_EQ(d.attempt, 3);
+  EXPECT_GT(d.defer_until, clock_.Now());
+  EndpointSnapshot s = Inspect(kEp);
+  EXPECT_EQ(s.pace_source, CapacityEstimator::Source::kGoodput);
+  EXPECT_LT(s.release_rate, 200);
+  EXPECT_GT(s.release_rate, 50);
+  EXPECT_DOUBLE_EQ(s.pace_threshold, s.release_rate);
+  EXPECT_DOUBLE_EQ(s.budget_remaining, budget);
+  EXPECT_EQ(s.consecutive_failures, ordinary);
+  // A second failure in the same round-trip: paced too, no second cut.
+  const Decision again = Fail(kEp, 2);
+  EXPECT_EQ(again.reason, Reason::kPaced);
+  EXPECT_FALSE(again.pace_cut);
+  EXPECT_DOUBLE_EQ(Inspect(kEp).release_rate, s.release_rate);
 }
 
-TEST_F(EngineTest, AnEndpointThatKeepsUpKeepsTheMaximumPace) {
-  // The parked herd comes back and succeeds: the pace never adapts.
-  EngineConfig c = TripAfter(1);
-  c.default_policy.deferral.spread = absl::ZeroDuration();
-  c.default_policy.deferral.release_rate_per_second = 10;
+TEST_F(ReleasePaceTest, AnEndpointThatStopsServingIsTheBreakersAndLeavesNoCut) {
+  Successes(30, absl::Milliseconds(300));
+  // The endpoint goes down: its first failures look like overload (it was
+  // serving a moment ago) and cut the pace ...
+  int failures = 1;
+  while (!Fail(kEp, 2).pace_cut) ASSERT_LE(++failures, 3);
+  ASSERT_GT(Inspect(kEp).pace_threshold, 0);
+  // ... but no success follows. Two round-trips later the failures are the
+  // breaker's: 20 in a row trip it. The cut was the outage's doing, so it
+  // is undone: no capacity is taken as measured.
+  clock_.Advance(absl::Milliseconds(600));
+  Decision d;
+  for (int i = 0; i < 20; ++i) {
+    d = Fail(kEp, 2);
+    ASSERT_FALSE(d.pace_cut) << i;
+  }
+  EXPECT_EQ(d.reason, Reason::kCircuitOpen);
+  const EndpointSnapshot s = Inspect(kEp);
+  EXPECT_EQ(s.breaker_state, BreakerState::kOpen);
+  EXPECT_EQ(s.pace_threshold, 0);
+  EXPECT_EQ(s.pace_phase, CapacityEstimator::Phase::kClosed);
+}
+
+TEST_F(ReleasePaceTest, DuringAReleaseEveryAdmissionTakesASlot) {
+  // At ~258/s with 100ms of tolerance: about 26 at once, then the queue.
+  int admitted = 0;
+  Decision d;
+  for (int i = 0; i < 100; ++i) {
+    d = Admit(kEp, 1);  // first attempts too: they queue with the backlog
+    if (d.verdict == Verdict::kProceed) ++admitted;
+  }
+  EXPECT_NEAR(admitted, 26, 2);
+  EXPECT_EQ(d.reason, Reason::kPaced);
+  EXPECT_TRUE(Inspect(kEp).releasing);
+  // Once every parked delivery is back (here: no more deferrals for a
+  // while), nothing is paced any more.
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_FALSE(Inspect(kEp).releasing);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(Admit(kEp, 1).reason, Reason::kInitialJitter);
+  }
+}
+
+TEST_F(EngineTest, TheOperatorsCapBoundsTheLearnedPace) {
+  EngineConfig c = NoBreaker();
+  c.default_policy.deferral.release_rate_per_second = 20;
   Make(c);
-  Fail(kEp);
-  const absl::Time open_until = Inspect(kEp).open_until;
-  for (int k = 1; k <= 20; ++k) Admit(kEp, 2);
-  clock_.Advance(open_until - clock_.Now());
-  ASSERT_EQ(Admit(kEp, 2).reason, Reason::kHalfOpenProbe);
-  for (int k = 0; k < 5; ++k) Report(kEp, 2, Outcome::kSuccess);
-  ASSERT_EQ(Inspect(kEp).breaker_state, BreakerState::kClosed);
-  for (int k = 1; k <= 20; ++k) {
-    clock_.Advance(open_until + absl::Milliseconds(100) * k - clock_.Now());
-    ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted);
-    Report(kEp, 2, Outcome::kSuccess);
+  Report(kEp, 1, Outcome::kRateLimited, absl::Seconds(1));
+  for (int i = 0; i < 1000; ++i) Admit(kEp, 2);
+  clock_.Advance(absl::Seconds(3));
+  Admit(kEp, 2);
+  Report(kEp, 2, Outcome::kSuccess);  // backlog 1,000: 250/s, capped at 20
+  const EndpointSnapshot s = Inspect(kEp);
+  EXPECT_DOUBLE_EQ(s.release_rate, 20);
+  EXPECT_TRUE(s.pace_capped);
+}
+
+TEST_F(EngineTest, AnEndpointThatNeverFailedHasNoReleaseState) {
+  Make(EngineConfig{});
+  for (int i = 0; i < 100; ++i) {
+    Admit(kEp, 1);
+    Report(kEp, 1, Outcome::kSuccess);
   }
-  EXPECT_DOUBLE_EQ(Inspect(kEp).release_rate, 10);
+  const EndpointSnapshot s = Inspect(kEp);
+  EXPECT_FALSE(s.has_release);
+  EXPECT_EQ(s.release_rate, 0);
+  EXPECT_EQ(s.served_per_second, 100);
 }
 
 TEST_F(EngineTest, HalfOpenProbeQuotaIsFleetWide) {
@@ -622,8 +693,8 @@ TEST_F(EngineTest, ParkedBacklogAfterAnOutageIsNotThrottledByTheBudget) {
   // new first attempts arrive, so when it recovers the first attempts that
   // funded the budget have slid out of the window and only the floor is
   // left. Retries that succeed spend nothing, so the whole backlog goes
-  // through at once, far more than the floor. (Spending at Admit let 100
-  // per 10s window through and deferred the rest, window after window.)
+  // through at the learned pace, far more than the floor: the budget holds
+  // none of it back. (Spending at Admit let 100 per 10s window through.)
   EngineConfig c = TripAfter(20);
   c.default_policy.breaker.open_base = absl::Seconds(30);  // > the window
   c.default_policy.breaker.open_max = absl::Seconds(60);
@@ -656,40 +727,41 @@ TEST_F(EngineTest, ParkedBacklogAfterAnOutageIsNotThrottledByTheBudget) {
   }
   for (int i = 0; i < 3; ++i) Report(kEp, 2, Outcome::kSuccess);
   ASSERT_EQ(Inspect(kEp).breaker_state, BreakerState::kClosed);
-  // The other 997 parked retries come back together: every one is
-  // admitted, 997 > the floor of 100 ...
-  constexpr int kBacklog = kDeliveries - 3;
+  // The other 997 parked retries come back: each is admitted or given a
+  // slot at the learned pace, none is held by the budget; within a few
+  // seconds every one has been admitted and has succeeded, 997 > the floor
+  // of 100, and the budget still has all of it.
   int admitted = 0;
-  for (int i = 0; i < kBacklog; ++i) {
-    if (Admit(kEp, 2).reason == Reason::kAdmitted) ++admitted;
+  for (int round = 0; round < 100 && admitted < kDeliveries - 3; ++round) {
+    for (int i = admitted; i < kDeliveries - 3; ++i) {
+      const Decision d = Admit(kEp, 2);
+      if (d.reason == Reason::kAdmitted) {
+        ++admitted;
+        ASSERT_EQ(Report(kEp, 2, Outcome::kSuccess).verdict, Verdict::kDone);
+      } else {
+        ASSERT_EQ(d.reason, Reason::kPaced);
+      }
+    }
+    clock_.Advance(absl::Milliseconds(100));
   }
-  EXPECT_EQ(admitted, kBacklog);
-  EXPECT_GT(kBacklog, 100);
-  // ... and every one succeeds: still retries=0 of 100.
-  for (int i = 0; i < kBacklog; ++i) {
-    ASSERT_EQ(Report(kEp, 2, Outcome::kSuccess).verdict, Verdict::kDone);
-  }
+  EXPECT_EQ(admitted, kDeliveries - 3);
+  EXPECT_LT(clock_.Now() - s.open_until, absl::Seconds(5));
   EXPECT_DOUBLE_EQ(Inspect(kEp).budget_remaining, 100.0);
 }
 
-TEST_F(EngineTest, BudgetDeferralsArePacedAtTheReleaseRate) {
-  // Budget floor 1/s (10 per 10s window): the budget's own pace is about
-  // one retry a second. Deferrals are paced at the release rate instead,
-  // 100/s: with no spread, the k-th deferral returns exactly k x 10ms after
-  // the first. Coming back is only an Admit; booking returns 1s apart
-  // would send this herd past its deadline.
+TEST_F(EngineTest, BudgetDeferralsCheckInAfterABudgetSlot) {
+  // Budget floor 1/s (10 per 10s window). A retry the budget refuses
+  // checks in again no sooner than one budget slot (10s / 5 = 2s) from
+  // now, spread over one spread (1s); that is only an Admit, and the budget
+  // admits then what it allows. A budget refusal starts no release: first
+  // attempts are not paced.
   EngineConfig c = NoBreaker();
   c.default_policy.budget.ratio = 0.2;
   c.default_policy.budget.min_retries_per_second = 1;
   c.default_policy.budget.window = absl::Seconds(10);
-  c.default_policy.deferral.spread = absl::ZeroDuration();
-  c.default_policy.deferral.release_rate_per_second = 100;
   Make(c);
   const absl::Time now = clock_.Now();
-  // Come back no sooner than one budget slot (10s / 5) from now.
-  const absl::Time first_return = now + absl::Seconds(2);
-  // 10 retries fail: retries=1..10 of 10. The 10th empties the budget and
-  // its report is the first deferral (release slot 0).
+  // 10 retries fail: retries=1..10 of 10. The 10th empties the budget.
   for (int i = 1; i <= 10; ++i) {
     ASSERT_EQ(Admit(kEp, 2).reason, Reason::kAdmitted) << i;
     const Decision d = Fail(kEp, 2);
@@ -697,24 +769,23 @@ TEST_F(EngineTest, BudgetDeferralsArePacedAtTheReleaseRate) {
       ASSERT_EQ(d.reason, Reason::kBackoff) << i;
     } else {
       ASSERT_EQ(d.reason, Reason::kBudgetExhausted);
-      EXPECT_EQ(d.defer_until, first_return);
+      EXPECT_GE(d.defer_until, now + absl::Seconds(2));
+      EXPECT_LT(d.defer_until, now + absl::Seconds(3));
     }
   }
-  // 300 parked retries ask, each with a deadline 5s away: slots 1..300,
-  // 10ms apart, the last at +2s + 3s = the deadline. None gives up (at the
-  // budget's pace of 1/s, all but the first 3 would have).
-  const absl::Time deadline = now + absl::Seconds(5);
+  std::set<absl::Time> distinct;
   for (int k = 1; k <= 300; ++k) {
-    const Decision d = Admit(kEp, 2, deadline);
-    ASSERT_EQ(d.verdict, Verdict::kDefer) << k;
+    const Decision d = Admit(kEp, 2);
     ASSERT_EQ(d.reason, Reason::kBudgetExhausted) << k;
-    ASSERT_EQ(d.defer_until, first_return + absl::Milliseconds(10) * k) << k;
+    ASSERT_GE(d.defer_until, now + absl::Seconds(2));
+    ASSERT_LT(d.defer_until, now + absl::Seconds(3));
+    distinct.insert(d.defer_until);
   }
-  // A failure report deferred for the budget joins the same queue: slot
-  // 301.
-  const Decision report = Fail(kEp, 1);
-  EXPECT_EQ(report.reason, Reason::kBudgetExhausted);
-  EXPECT_EQ(report.defer_until, first_return + absl::Milliseconds(10) * 301);
+  EXPECT_GT(distinct.size(), 290u);
+  for (int k = 0; k < 100; ++k) {
+    ASSERT_EQ(Admit(kEp, 1).reason, Reason::kInitialJitter) << k;
+  }
+  EXPECT_FALSE(Inspect(kEp).has_release);
 }
 
 // ---------------------------------------------------------------------------
@@ -1011,23 +1082,39 @@ TEST_F(EngineTest, RetryPastTheHorizonGivesUp) {
             Reason::kDeadline);
 }
 
-TEST_F(EngineTest, DeferralPastTheDeadlineGivesUp) {
-  // Open for 5s +-20%, so a deadline 1s before the half-open instant is
-  // still ahead of now (explicit: the default open_base is 1s).
+TEST_F(EngineTest, AWaitPastTheDeadlineBecomesALastChance) {
+  // Open for 5s +-20% (at least 4s); the delivery's deadline is 2s away.
   EngineConfig c = TripAfter(1);
   c.default_policy.breaker.open_base = absl::Seconds(5);
   c.default_policy.breaker.open_max = absl::Seconds(60);
   Make(c);
-  const absl::Time until = Trip(kEp, 1);
-  // The breaker half-opens after this delivery's deadline: a deferral it
-  // cannot use is a give-up.
-  const Decision d = Report(kEp, 1, Outcome::kRetryableFailure, std::nullopt,
-                            until - absl::Seconds(1));
-  EXPECT_EQ(d.verdict, Verdict::kGiveUp);
-  EXPECT_EQ(d.reason, Reason::kDeadline);
-  EXPECT_EQ(Admit(kEp, 2, until - absl::Seconds(1)).reason, Reason::kDeadline);
-  // With time to spare: deferred.
-  EXPECT_EQ(Admit(kEp, 2, until + absl::Minutes(1)).reason,
+  Trip(kEp, 1);
+  const absl::Time deadline = clock_.Now() + absl::Seconds(2);
+  // The breaker half-opens after the deadline: rather than give up, the
+  // delivery comes back within the last second before its deadline ...
+  const Decision d =
+      Report(kEp, 1, Outcome::kRetryableFailure, std::nullopt, deadline);
+  EXPECT_EQ(d.verdict, Verdict::kDefer);
+  EXPECT_EQ(d.reason, Reason::kCircuitOpen);
+  EXPECT_GE(d.defer_until, deadline - absl::Seconds(1));
+  EXPECT_LT(d.defer_until, deadline);
+  // ... and then goes, through the open breaker: its last chance.
+  clock_.Set(d.defer_until);
+  const Decision last = Admit(kEp, 2, deadline);
+  EXPECT_EQ(last.verdict, Verdict::kProceed);
+  EXPECT_EQ(last.reason, Reason::kLastChance);
+  EXPECT_EQ(last.delay, absl::ZeroDuration());
+  // It fails: that was the last chance; no attempt can wait its turn and
+  // still start in time.
+  const Decision after =
+      Report(kEp, 2, Outcome::kRetryableFailure, std::nullopt, deadline);
+  EXPECT_EQ(after.verdict, Verdict::kGiveUp);
+  EXPECT_EQ(after.reason, Reason::kDeadline);
+  // Past the deadline nothing can start: give up at once.
+  clock_.Set(deadline + absl::Milliseconds(1));
+  EXPECT_EQ(Admit(kEp, 2, deadline).reason, Reason::kDeadline);
+  // With time to spare: deferred as usual.
+  EXPECT_EQ(Admit(kEp, 2, deadline + absl::Minutes(1)).reason,
             Reason::kCircuitOpen);
 }
 

@@ -58,7 +58,7 @@ const std::set<std::string> kReasons = {
     "CIRCUIT_OPEN",    "HALF_OPEN_PROBE",  "BUDGET_EXHAUSTED",
     "ATTEMPTS_EXHAUSTED", "NOT_RETRYABLE", "DEADLINE",
     "SUCCEEDED",       "HALF_OPEN_BUSY",   "RETRY_AFTER_WINDOW",
-    "ADMITTED"};
+    "ADMITTED",        "PACED",            "LAST_CHANCE"};
 const std::set<std::string> kStates = {"CLOSED", "OPEN", "HALF_OPEN"};
 const std::set<std::string> kMethods = {"Admit",       "Report",
                                         "AdmitBatch",  "ReportBatch",
@@ -69,9 +69,9 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
   ServerMetrics metrics(registry, /*max_attempt_label=*/8);
   PromText t = Scrape(registry);
 
-  // 2 calls x 4 verdicts x 13 reasons, all present before any traffic so
+  // 2 calls x 4 verdicts x 15 reasons, all present before any traffic so
   // the first increment of a rare combination is not lost to rate().
-  EXPECT_EQ(t.Count("stagger_decisions_total"), 2 * 4 * 13);
+  EXPECT_EQ(t.Count("stagger_decisions_total"), 2 * 4 * 15);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "call"), kCalls);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "verdict"), kVerdicts);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "reason"), kReasons);
@@ -88,6 +88,7 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
   for (const char* name :
        {"stagger_retry_after_total", "stagger_retry_after_clamped_total",
         "stagger_budget_refusals_total", "stagger_untracked_decisions_total",
+        "stagger_pace_cuts_total",
         "stagger_endpoints_tracked",
         "stagger_endpoints_evicted_total"}) {
     EXPECT_TRUE(t.Has(name)) << name;
@@ -299,8 +300,14 @@ TEST(ServerMetricsTest, RetryAfterBudgetAndUntrackedCounters) {
   Decision untracked = D(Verdict::kProceed, Reason::kInitialJitter, 1);
   untracked.untracked = true;
   metrics.RecordDecision(Call::kAdmit, untracked);
+  // An overload cut the learned pace: the failure is deferred for a slot.
+  Decision cut = D(Verdict::kDefer, Reason::kPaced, 3);
+  cut.pace_cut = true;
+  metrics.RecordDecision(Call::kReport, cut);
+  metrics.RecordDecision(Call::kReport, D(Verdict::kDefer, Reason::kPaced, 3));
 
   PromText t = Scrape(registry);
+  EXPECT_EQ(t.Value("stagger_pace_cuts_total"), 1);
   EXPECT_EQ(t.Value("stagger_retry_after_total"), 2);
   EXPECT_EQ(t.Value("stagger_retry_after_clamped_total"), 1);
   EXPECT_EQ(t.Value("stagger_budget_refusals_total"), 3);
@@ -472,8 +479,8 @@ TEST(ServerMetricsTest, RecordingFromManyThreadsCreatesNoSeriesAndLosesNothing) 
   EXPECT_EQ(registry.Collect().size(), families_before);
 
   const int n = kThreads * kRounds;
-  // Every one of the 104 combinations, n times each.
-  EXPECT_EQ(t.Sum("stagger_decisions_total"), 104.0 * n);
+  // Every one of the 120 combinations, n times each.
+  EXPECT_EQ(t.Sum("stagger_decisions_total"), 120.0 * n);
   EXPECT_EQ(t.Value("stagger_decisions_total", {{"call", "report"},
                                                 {"verdict", "DONE"},
                                                 {"reason", "ADMITTED"}}),
@@ -485,7 +492,7 @@ TEST(ServerMetricsTest, RecordingFromManyThreadsCreatesNoSeriesAndLosesNothing) 
   // Reason RETRY_AFTER flagged seen in all 2 x 4 of its decisions.
   EXPECT_EQ(t.Value("stagger_retry_after_total"), 8.0 * n);
   EXPECT_EQ(t.Value("stagger_budget_refusals_total"), 8.0 * n);
-  EXPECT_EQ(t.Sum("stagger_breaker_transitions_total"), 104.0 * n);
+  EXPECT_EQ(t.Sum("stagger_breaker_transitions_total"), 120.0 * n);
   EXPECT_EQ(t.Sum("stagger_rpc_duration_seconds_count"), 6.0 * n);
   EXPECT_EQ(t.Sum("stagger_batch_size_count"), 2.0 * n);
   EXPECT_EQ(t.Sum("stagger_config_reloads_total"), n);

@@ -495,6 +495,39 @@ TEST(InspectTest, GetEndpointMapsTheSnapshot) {
   // Inspection is read-only: last_seen does not move when read later.
   h.clock().Advance(absl::Minutes(1));
   EXPECT_EQ(FromWire(GetOk(h, key).last_seen()), t0 + absl::Seconds(3));
+  // Never unavailable: no release pace yet.
+  EXPECT_FALSE(GetOk(h, key).has_release_pace());
+}
+
+// GetEndpoint's release_pace: the learned pace and where it came from.
+TEST(InspectTest, GetEndpointShowsTheLearnedPace) {
+  ServiceHarness h;
+  const std::string key = "https://paced.example/x";
+  // It served 3 in the last second, then sent a Retry-After of 2s: its
+  // gate is closed, and 40 retries park behind the window.
+  for (int i = 0; i < 3; ++i) ReportOk(h, ReportReq(key, 1, v1::SUCCESS));
+  v1::ReportRequest ra = ReportReq(key, 1, v1::RATE_LIMITED);
+  ra.mutable_retry_after()->set_seconds(2);
+  ReportOk(h, ra);
+  for (int i = 0; i < 40; ++i) AdmitOk(h, AdmitReq(key, 2));
+  v1::EndpointState st = GetOk(h, key);
+  ASSERT_TRUE(st.has_release_pace());
+  EXPECT_EQ(st.release_pace().phase(), v1::PACE_GATE_CLOSED);
+  EXPECT_DOUBLE_EQ(st.release_pace().served_per_second(), 3);
+  // The window passes: the pace starts from the 10/s floor (it served
+  // less than that), and a release is running while the parked retries
+  // come back.
+  h.clock().Advance(absl::Milliseconds(2100));
+  AdmitOk(h, AdmitReq(key, 2));
+  st = GetOk(h, key);
+  EXPECT_EQ(st.release_pace().phase(), v1::PACE_OPENING);
+  EXPECT_EQ(st.release_pace().learned_from(), v1::PACE_START);
+  EXPECT_DOUBLE_EQ(st.release_pace().per_second(), 10);
+  EXPECT_FALSE(st.release_pace().capped());
+  EXPECT_TRUE(st.release_pace().releasing());
+  EXPECT_GT(st.release_pace().backlog(), 0);
+  EXPECT_EQ(st.release_pace().capacity_per_second(), 0);
+  EXPECT_EQ(FromWire(st.release_pace().round_trip()), absl::Milliseconds(250));
 }
 
 // ListEndpoints pages in key order with opaque (hex) tokens.

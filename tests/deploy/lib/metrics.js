@@ -9,7 +9,8 @@ const VERDICTS = ["PROCEED", "DEFER", "GIVE_UP", "DONE"];
 const REASONS = [
   "INITIAL_JITTER", "BACKOFF", "RETRY_AFTER", "CIRCUIT_OPEN", "HALF_OPEN_PROBE",
   "BUDGET_EXHAUSTED", "ATTEMPTS_EXHAUSTED", "NOT_RETRYABLE", "DEADLINE",
-  "SUCCEEDED", "HALF_OPEN_BUSY", "RETRY_AFTER_WINDOW", "ADMITTED",
+  "SUCCEEDED", "HALF_OPEN_BUSY", "RETRY_AFTER_WINDOW", "ADMITTED", "PACED",
+  "LAST_CHANCE",
 ];
 const BREAKER_STATES = ["CLOSED", "OPEN", "HALF_OPEN"];
 const METHODS = ["Admit", "Report", "AdmitBatch", "ReportBatch", "GetEndpoint", "ListEndpoints"];
@@ -42,6 +43,7 @@ const METRICS = {
   stagger_endpoints_tracked: { type: "gauge", labels: {} },
   stagger_endpoints_evicted_total: { type: "counter", labels: {} },
   stagger_untracked_decisions_total: { type: "counter", labels: {} },
+  stagger_pace_cuts_total: { type: "counter", labels: {} },
   stagger_config_reloads_total: {
     type: "counter",
     labels: { result: ["success", "failure"] },
