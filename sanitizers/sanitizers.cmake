@@ -9,6 +9,28 @@
 set(STAGGER_SANITIZE "" CACHE STRING
     "Sanitizers for every target: '', 'address,undefined' or 'thread'")
 
+# Called once after every layer is added: links the annotations into each
+# executable of the project (an object library, so its definitions are always
+# in the executable and win over the shared libraries').
+function(stagger_sanitizers_finish)
+  if(NOT TARGET stagger_tsan_annotations)
+    return()
+  endif()
+  set(dirs ${CMAKE_SOURCE_DIR})
+  while(dirs)
+    list(POP_FRONT dirs dir)
+    get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${subdirs})
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t ${targets})
+      get_target_property(type ${t} TYPE)
+      if(type STREQUAL "EXECUTABLE")
+        target_link_libraries(${t} PRIVATE stagger_tsan_annotations)
+      endif()
+    endforeach()
+  endwhile()
+endfunction()
+
 if(STAGGER_SANITIZE STREQUAL "")
   return()
 elseif(NOT STAGGER_SANITIZE MATCHES "^(address,undefined|thread)$")
@@ -42,25 +64,3 @@ if(STAGGER_SANITIZE STREQUAL "thread")
   target_link_libraries(stagger_tsan_annotations PUBLIC absl::synchronization
                         absl::status ${CMAKE_DL_LIBS})
 endif()
-
-# Called once after every layer is added: links the annotations into each
-# executable of the project (an object library, so its definitions are always
-# in the executable and win over the shared libraries').
-function(stagger_sanitizers_finish)
-  if(NOT TARGET stagger_tsan_annotations)
-    return()
-  endif()
-  set(dirs ${CMAKE_SOURCE_DIR})
-  while(dirs)
-    list(POP_FRONT dirs dir)
-    get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
-    list(APPEND dirs ${subdirs})
-    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
-    foreach(t ${targets})
-      get_target_property(type ${t} TYPE)
-      if(type STREQUAL "EXECUTABLE")
-        target_link_libraries(${t} PRIVATE stagger_tsan_annotations)
-      endif()
-    endforeach()
-  endwhile()
-endfunction()
