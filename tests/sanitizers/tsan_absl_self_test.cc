@@ -1,4 +1,4 @@
-// Checks the TSan build's Abseil annotations (sanitizers/absl_tsan_annotations.cc)
+// Checks the TSan build's Abseil annotations (tests/sanitizers/absl_tsan_annotations.cc)
 // both ways; built and registered only with STAGGER_SANITIZE=thread.
 //   tsan_absl_self_test clean   correct code using every Abseil primitive the
 //                               annotations cover, including Barrier and

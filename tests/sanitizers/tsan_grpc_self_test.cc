@@ -1,4 +1,4 @@
-// Checks the TSan build's gRPC annotations (sanitizers/grpc_tsan_annotations.cc)
+// Checks the TSan build's gRPC annotations (tests/sanitizers/grpc_tsan_annotations.cc)
 // both ways; built and registered only with STAGGER_SANITIZE=thread. An
 // in-process RetryCoordinator server whose Admit answers at once (the same
 // callback-API unary path as staggerd's) on 127.0.0.1:0, and callback Admit
