@@ -119,7 +119,7 @@ struct Engine::EndpointRelease {
   ReleasePacer pacer;
 };
 
-// Everything the engine remembers about one endpoint (158 bytes, with
+// Everything the engine remembers about one endpoint (168 bytes, with
 // the key's length), followed by the endpoint's key in the same allocation
 // (New()): the table holds one pointer per endpoint, and a lookup compares
 // the key right next to the state. With a 51-byte key that is one 224-byte
@@ -145,10 +145,12 @@ struct Engine::EndpointState {
 
   // A tracked endpoint's state, holding a copy of `key`.
   static EndpointState* New(absl::string_view key) {
-    static_assert(std::is_standard_layout<EndpointState>::value,
-                  "offsetof(key_head) must be well defined");
-    const size_t bytes = std::max(
-        sizeof(EndpointState), offsetof(EndpointState, key_head) + key.size());
+    // key_head is the last member, so the key's tail may run past the
+    // end of the struct. (offsetof is not usable here: the members are
+    // not standard-layout for every compiler, and clang refuses it.)
+    const size_t bytes =
+        sizeof(EndpointState) +
+        (key.size() > sizeof(key_head) ? key.size() - sizeof(key_head) : 0);
     auto* st = new (::operator new(bytes)) EndpointState();
     st->key_size = static_cast<uint16_t>(key.size());
     std::memcpy(st->key_head, key.data(), key.size());
