@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/sliding_window.h"
 
@@ -31,6 +32,11 @@ class RetryBudget {
   double Remaining(const BudgetParams& p, absl::Time now);
   // Forgets the window (after a configuration change of its width).
   void Reset() { window_.Reset(); }
+
+  // The state file (endpoint_record.h): the window with absolute slots.
+  // Restore() keeps the counts only if the slot width is still `p`'s.
+  WindowRecord Save(const BudgetParams& p, absl::Time now) const;
+  void Restore(const WindowRecord& r, const BudgetParams& p);
 
  private:
   struct Counts {
