@@ -85,6 +85,14 @@ struct EndpointRecord {
   PacerRecord pacer;
 };
 
+// What an import of records did with them (Engine::ImportState).
+struct ImportStats {
+  int64_t restored = 0;
+  int64_t stale = 0;     // idle longer than limits.idle_eviction
+  int64_t rejected = 0;  // a key the current limits refuse
+  int64_t skipped = 0;   // already tracked, or the table is full
+};
+
 // Widens a compact instant (Unix units mod 2^32) to the full value nearest
 // `now` (exact for instants within 2^31 units of it); 0 stays 0 ("none").
 inline int64_t UnwrapNear(uint32_t compact, int64_t now) {
