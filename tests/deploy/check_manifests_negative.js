@@ -128,6 +128,9 @@ const haCases = [
   ["fsGroup missing", (d) => { delete stsPod(d).securityContext.fsGroup; }, /fsGroup must be 65532/],
   ["pod template drifted from the base", (d) => { stsContainer(d).readinessProbe.periodSeconds = 10; }, /readinessProbe\/periodSeconds: Deployment 2, StatefulSet 10/],
   ["drain grace differs from the base", (d) => { stsContainer(d).args = stsContainer(d).args.map((a) => a.replace("--drain_grace=5s", "--drain_grace=0s")); }, /containers\/0\/args/],
+  ["no startup probe", (d) => { delete stsContainer(d).startupProbe; }, /needs a grpc startupProbe/],
+  ["startup probe too short for the load", (d) => { stsContainer(d).startupProbe.failureThreshold = 5; }, /allow >= 60 s/],
+  ["no time for the final save", (d) => { stsPod(d).terminationGracePeriodSeconds = 30; }, /leaves no time for the final snapshot \(need >= 40\)/],
   ["misspelled StatefulSet field", (d) => { sts(d).spec.serviceNme = "stagger"; }, /StatefulSet .*unknown field \/spec\/serviceNme$/],
   ["misspelled PodDisruptionBudget field", (d) => { find(d, "PodDisruptionBudget").spec.maxUnavailabe = 1; }, /PodDisruptionBudget .*unknown field \/spec\/maxUnavailabe$/],
 ];

@@ -163,6 +163,19 @@ function statefulSetErrors(s, docs, err) {
     if (!(c.args || []).some((a) => a.startsWith("--state_save_interval="))) err("staggerd args lack --state_save_interval=");
   }
   if (pod.securityContext && pod.securityContext.fsGroup !== 65532) err("pod securityContext.fsGroup must be 65532 (state volume writable)");
+  // The snapshot loads before the first answer: liveness must wait for it.
+  const sp = c.startupProbe;
+  if (!sp || !sp.grpc || sp.grpc.port !== GRPC_PORT) err("staggerd needs a grpc startupProbe (the snapshot loads before serving)");
+  else if ((sp.periodSeconds || 10) * (sp.failureThreshold || 3) < 60) err("startupProbe must allow >= 60 s for the snapshot to load");
+  // The final save comes after the drain: grace >= drain grace + drain
+  // timeout + 20 s for the save.
+  const secs = (name) => {
+    const a = (c.args || []).find((x) => x.startsWith(`--${name}=`));
+    const m = a && /^([0-9]+)s$/.exec(a.split("=")[1]);
+    return m ? Number(m[1]) : NaN;
+  };
+  const need = secs("drain_grace") + secs("drain_timeout") + 20;
+  if (!(pod.terminationGracePeriodSeconds >= need)) err(`terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} leaves no time for the final snapshot (need >= ${need})`);
 }
 
 // Structural checks on one rendered output. Returns error strings.
@@ -305,14 +318,17 @@ function structuralErrors(docs) {
 }
 
 // How the ha StatefulSet's pod template differs from the base Deployment's
-// beyond what it must add (the state flags and volume, fsGroup, the spread):
-// a list of differences, empty when the two templates agree.
+// beyond what it must add (the state flags and volume, fsGroup, the spread,
+// and time for the snapshot: a startup probe, a longer termination grace
+// with liveness to match): a list of differences, empty when the two
+// templates agree.
 const STATE_ARGS = /^--state_(file|save_interval)=/;
 function podTemplateDrift(deployment, statefulSet) {
   const strip = (tpl) => {
     const t = structuredClone(tpl);
     const pod = t.spec;
     delete pod.topologySpreadConstraints;
+    delete pod.terminationGracePeriodSeconds;
     if (pod.securityContext) {
       delete pod.securityContext.fsGroup;
       delete pod.securityContext.fsGroupChangePolicy;
@@ -320,6 +336,8 @@ function podTemplateDrift(deployment, statefulSet) {
     for (const c of pod.containers || []) {
       c.args = (c.args || []).filter((a) => !STATE_ARGS.test(a));
       c.volumeMounts = (c.volumeMounts || []).filter((m) => m.name !== "state");
+      delete c.startupProbe;
+      if (c.livenessProbe) delete c.livenessProbe.failureThreshold;
     }
     pod.volumes = (pod.volumes || []).filter((v) => v.name !== "state");
     return t;
