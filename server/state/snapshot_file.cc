@@ -145,7 +145,8 @@ LoadResult Outcome(LoadOutcome o, const std::string& path,
                    const std::string& what) {
   LoadResult r;
   r.outcome = o;
-  r.message = absl::StrCat("state file ", path, ": ", what);
+  r.message = absl::StrCat("state file ", path, " ", LoadOutcomeName(o), ": ",
+                           what);
   return r;
 }
 
@@ -169,8 +170,7 @@ std::optional<LoadResult> CheckFrame(int fd, int64_t size,
   }
   if (head.size() < kSnapshotHeaderBytes) {
     return Outcome(LoadOutcome::kTruncated, path,
-                   absl::StrCat("truncated: ", size, " bytes, shorter than "
-                                "the header"));
+                   absl::StrCat(size, " bytes, shorter than the header"));
   }
   const uint32_t version = static_cast<uint32_t>(GetLe(head.substr(8), 4));
   if (version != kSnapshotFormatVersion) {
@@ -181,8 +181,8 @@ std::optional<LoadResult> CheckFrame(int fd, int64_t size,
   const int64_t framing = kSnapshotHeaderBytes + kSnapshotTrailerBytes;
   if (size < framing) {
     return Outcome(LoadOutcome::kTruncated, path,
-                   absl::StrCat("truncated: ", size, " bytes, shorter than "
-                                "header and trailer"));
+                   absl::StrCat(size, " bytes, shorter than header and "
+                                "trailer"));
   }
   std::string tail(kSnapshotTrailerBytes, '\0');
   if (!PreadAll(fd, tail.data(), tail.size(), size - kSnapshotTrailerBytes)) {
@@ -191,8 +191,8 @@ std::optional<LoadResult> CheckFrame(int fd, int64_t size,
   }
   if (tail.substr(12) != kEndMagic) {
     return Outcome(LoadOutcome::kTruncated, path,
-                   absl::StrCat("truncated: ", size, " bytes, no trailer at "
-                                "the end (the write did not finish)"));
+                   absl::StrCat(size, " bytes, no trailer at the end (the "
+                                "write did not finish)"));
   }
   frame->payload_bytes = static_cast<int64_t>(GetLe(tail, 8));
   frame->crc = static_cast<uint32_t>(GetLe(tail.substr(8), 4));
@@ -319,7 +319,7 @@ LoadResult LoadSnapshot(const std::string& path, RecordSink sink) {
     return Outcome(LoadOutcome::kUnreadable, path, "not a regular file");
   }
   if (st.st_size == 0) {
-    return Outcome(LoadOutcome::kTruncated, path, "truncated: empty file");
+    return Outcome(LoadOutcome::kTruncated, path, "empty file");
   }
   Frame frame;
   if (auto bad = CheckFrame(fd, st.st_size, path, &frame)) return *bad;
