@@ -25,70 +25,37 @@
 //
 // Thread-safe: every method may be called concurrently. Time comes only from
 // the injected Clock and randomness only from the injected RandomSource.
+//
+// This class is the facade; the parts are their own units:
+//   endpoint_key.h     what a valid endpoint key is
+//   endpoint_state.h   one endpoint's state, its key in the same allocation
+//   compiled_config.h  a configuration as decisions read it; reloads
+//   endpoint_table.h   sharding, lookup, the max_endpoints limit, eviction,
+//                      counters
+//   decision_path.h    Admit and Report as columns of named gates
+//   inspection.h       snapshots, list pages and stats
 #ifndef STAGGER_SERVER_ENGINE_ENGINE_H_
 #define STAGGER_SERVER_ENGINE_ENGINE_H_
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/engine/capacity_estimator.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
 #include "server/engine/engine_config.h"
+#include "server/engine/inspection.h"
 #include "server/engine/random.h"
 
 namespace stagger::engine {
 
-// Read-only view of one endpoint (the inspection RPC).
-struct EndpointSnapshot {
-  std::string endpoint;
-  std::string policy;  // "default" or the override's Name()
-  BreakerState breaker_state = BreakerState::kClosed;
-  absl::Time open_until = absl::InfinitePast();  // kOpen only
-  int consecutive_trips = 0;
-  int consecutive_failures = 0;
-  int probes_in_flight = 0;
-  int probe_successes = 0;
-  absl::Duration previous_delay = absl::ZeroDuration();
-  double budget_remaining = 0;  // retries allowed now
-  absl::Time retry_after_until = absl::InfinitePast();  // none if past
-  absl::Time last_seen = absl::InfinitePast();
-  // The release side (capacity_estimator.h); has_release is false until the
-  // endpoint's gate first closed.
-  bool has_release = false;
-  double release_rate = 0;  // deliveries/s released now, after the cap
-  CapacityEstimator::Source pace_source = CapacityEstimator::Source::kStart;
-  bool pace_capped = false;  // deferral.release_rate_per_second binds
-  CapacityEstimator::Phase pace_phase = CapacityEstimator::Phase::kIdle;
-  double pace_threshold = 0;  // capacity measured at the last cut; 0 none
-  bool releasing = false;
-  double backlog = 0;
-  double served_per_second = 0;
-  absl::Duration round_trip = absl::ZeroDuration();
-};
-
-struct ListPage {
-  std::vector<EndpointSnapshot> endpoints;  // in key order
-  std::string next_after;  // last key of the page; empty if last page
-  int64_t total_tracked = 0;
-};
-
-// Counters and gauges for metrics, read without stopping the engine.
-struct EngineStats {
-  int64_t tracked = 0;
-  int64_t evicted_total = 0;
-  std::array<int64_t, kNumBreakerStates + 1> by_breaker_state{};  // [state]
-};
+class EndpointTable;
 
 class Engine {
  public:
@@ -133,33 +100,14 @@ class Engine {
   }
 
  private:
-  friend class EngineDecider;  // the decision path, in engine.cc
-  struct Shard;
-  struct CompiledConfig;
-  struct EndpointState;
-  struct EndpointRelease;
-
-  // Runs one decision on `endpoint`'s state under its shard's lock.
-  template <typename Decide>
-  Decision WithEndpoint(absl::string_view endpoint, Decide decide);
-  // Evicts the shard's idle endpoints; the shard's lock is held.
-  int64_t SweepShardLocked(Shard& s, absl::Time now);
-
-  Shard& ShardFor(absl::string_view key, size_t* hash) const;
-  absl::Status ValidateKey(absl::string_view key) const;
-
   const Clock* clock_;
   RandomSource* random_;
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.
   absl::Mutex set_config_mu_;
-  std::unique_ptr<Shard[]> shards_;
+  std::unique_ptr<EndpointTable> table_;
   std::atomic<int> max_key_bytes_;
   std::atomic<int> max_batch_size_;
-  std::atomic<int64_t> tracked_{0};
-  std::atomic<int64_t> evicted_total_{0};
-  std::array<std::atomic<int64_t>, kNumBreakerStates + 1> by_state_{};
-  mutable std::atomic<uint32_t> config_generation_{0};
 };
 
 }  // namespace stagger::engine

@@ -30,8 +30,15 @@ class RetryBudget {
   void RecordRetry(const BudgetParams& p, absl::Time now);
   // Retries still allowed now, in retries (fractional).
   double Remaining(const BudgetParams& p, absl::Time now);
-  // Forgets the window (after a configuration change of its width).
+  // Forgets the window.
   void Reset() { window_.Reset(); }
+  // The endpoint's budget parameters changed from `before` to `after`
+  // (nullptr: the old ones are not known). The window keeps its counts only
+  // if its width is unchanged: counts from slots of another width would be
+  // read against the wrong time.
+  void Reconfigured(const BudgetParams* before, const BudgetParams& after) {
+    if (before == nullptr || before->window != after.window) Reset();
+  }
 
   // The state file (endpoint_record.h): the window with absolute slots.
   // Restore() keeps the counts only if the slot width is still `p`'s.

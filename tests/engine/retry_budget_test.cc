@@ -265,5 +265,31 @@ TEST(SlidingWindowTest, LargeStepBackStartsAfresh) {
   EXPECT_EQ(w.Sum().n, 0);
 }
 
+// A reload (compiled_config.h) hands the budget its old and new parameters:
+// spent retries survive a change of ratio, not a change of window width.
+TEST(RetryBudgetTest, ReconfiguredKeepsTheWindowOnlyIfItsWidthIsUnchanged) {
+  const BudgetParams p = NoFloor();
+  RetryBudget b;
+  for (int i = 0; i < 10; ++i) b.RecordFirstAttempt(p, kStart);
+  EXPECT_EQ(RetryUntilEmpty(b, p, kStart), 2);  // 0.2 * 10
+
+  BudgetParams more = p;
+  more.ratio = 0.5;  // same 10s window: the counts stay
+  b.Reconfigured(&p, more);
+  EXPECT_DOUBLE_EQ(b.Remaining(more, kStart), 3.0);  // 0.5 * 10 - 2
+
+  BudgetParams wider = more;
+  wider.window = absl::Seconds(20);  // another width: forgotten
+  b.Reconfigured(&more, wider);
+  EXPECT_DOUBLE_EQ(b.Remaining(wider, kStart), 0.0);  // nothing counted
+  for (int i = 0; i < 10; ++i) b.RecordFirstAttempt(wider, kStart);
+  EXPECT_DOUBLE_EQ(b.Remaining(wider, kStart), 5.0);
+
+  // Old parameters unknown (e.g. two reloads since the endpoint was last
+  // seen): forgotten too.
+  b.Reconfigured(nullptr, wider);
+  EXPECT_DOUBLE_EQ(b.Remaining(wider, kStart), 0.0);
+}
+
 }  // namespace
 }  // namespace stagger::engine

@@ -12,7 +12,7 @@
 #include "bench/sim/sim.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/sim/policy_printer.h"
+#include "tests/bench/sim/policy_printer.h"
 
 namespace stagger::sim {
 namespace {

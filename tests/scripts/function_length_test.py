@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""scripts/function-length measures what it says and fails when it must.
+
+Snippets of C++ with known function lengths, including the constructs that
+could fool a brace counter (braces in comments, strings, raw strings and
+character literals, initializer lists with braces, nested classes after an
+access specifier, data initializers, lambdas), and one run of the script
+itself on a file with a 61-line function (exit 1) and a 60-line one (0).
+"""
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+SCRIPT = os.path.join(ROOT, 'scripts', 'function-length')
+
+
+def load():
+    loader = importlib.machinery.SourceFileLoader('function_length', SCRIPT)
+    spec = importlib.util.spec_from_loader('function_length', loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+fl = load()
+
+
+def lengths(src):
+    return [n for _, n in fl.functions(src)]
+
+
+def body(n):
+    """A function whose body spans n lines (braces included), n >= 2."""
+    return 'int F() {\n' + '  x();\n' * (n - 2) + '}\n'
+
+
+class FunctionLengthTest(unittest.TestCase):
+    def test_counts_from_open_to_close_brace(self):
+        self.assertEqual(lengths(body(2)), [2])
+        self.assertEqual(lengths(body(61)), [61])
+        self.assertEqual(lengths('void f() { g(); }\n'), [1])
+
+    def test_braces_in_comments_and_literals_do_not_count(self):
+        src = ('void f() {\n'
+               '  // }\n'
+               '  /* } { */\n'
+               '  s = "}";\n'
+               "  c = '}';\n"
+               '  r = R"x(}{)" )x";\n'
+               '  n = 1\'000;\n'
+               '}\n'
+               'void g() {\n}\n')
+        self.assertEqual(lengths(src), [8, 2])
+
+    def test_classes_namespaces_and_access_specifiers_are_scopes(self):
+        src = ('namespace a {\n'
+               'class C {\n'
+               ' public:\n'
+               '  struct S {\n'
+               '    int M() const {\n'
+               '      return 1;\n'
+               '    }\n'
+               '  };\n'
+               '  void N() { if (x) { y(); } }\n'
+               '};\n'
+               '}  // namespace a\n')
+        self.assertEqual(lengths(src), [3, 1])
+
+    def test_an_initializer_list_with_braces_counts_with_its_body(self):
+        src = ('C::C(int a)\n'
+               '    : a_{a},\n'
+               '      b_(2) {\n'
+               '  f();\n'
+               '}\n')
+        self.assertEqual(lengths(src), [4])
+
+    def test_data_initializers_are_not_functions(self):
+        src = ('const int kX[] = {\n1,\n2,\n3,\n};\n'
+               'std::array<int, 2> y{};\n'
+               'int f() {\n  auto l = [] { return 1; };\n  return l();\n}\n')
+        self.assertEqual(lengths(src), [4])
+
+    def test_the_script_fails_over_the_limit_and_passes_at_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, 'bad.cc')
+            ok = os.path.join(d, 'ok.cc')
+            with open(bad, 'w') as f:
+                f.write(body(61))
+            with open(ok, 'w') as f:
+                f.write(body(60))
+            r = subprocess.run([SCRIPT, bad], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn('bad.cc:1: 61 lines (max 60)', r.stdout)
+            r = subprocess.run([SCRIPT, ok], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            r = subprocess.run([SCRIPT, '--exclude', bad, bad],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout)
+
+
+if __name__ == '__main__':
+    unittest.main()
