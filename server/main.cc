@@ -11,6 +11,10 @@
 //                      few readiness-probe periods under Kubernetes)
 //   --drain_timeout    then wait at most this long for in-flight calls
 //                      (default 10s)
+//   --state_file       snapshot of endpoint state: loaded at start (a bad
+//                      or missing file is logged and counted, and the server
+//                      starts fresh), saved periodically and after draining
+//   --state_save_interval  how often (default 30s)
 //
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
 // (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
@@ -44,6 +48,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/service/coordinator_service.h"
 #include "server/service/server_setup.h"
+#include "server/state/state_keeper.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address");
 ABSL_FLAG(std::string, config, "",
@@ -58,6 +63,12 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(10),
           "on SIGTERM, wait at most this long for in-flight calls");
 ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(1),
           "how often the config file is checked for changes");
+ABSL_FLAG(std::string, state_file, "",
+          "snapshot of endpoint state (breakers, Retry-After windows, "
+          "budgets, paces): loaded at start, saved every "
+          "--state_save_interval and after draining; empty disables");
+ABSL_FLAG(absl::Duration, state_save_interval, absl::Seconds(30),
+          "how often --state_file is saved (>= 1s)");
 
 namespace stagger {
 namespace {
@@ -73,6 +84,23 @@ void EvictionLoop(engine::Engine* engine, absl::Duration period,
   while (!stop->WaitForNotificationWithTimeout(period)) {
     engine->EvictIdle();
   }
+}
+
+// --state_file: restores the endpoint state before the first call is
+// answered, then saves it every --state_save_interval. Null without it.
+std::unique_ptr<state::StateKeeper> StartStateKeeper(
+    engine::Engine* engine, metrics::ServerMetrics* metrics) {
+  state::StateKeeper::Options options;
+  options.path = absl::GetFlag(FLAGS_state_file);
+  if (options.path.empty()) return nullptr;
+  options.save_interval = absl::GetFlag(FLAGS_state_save_interval);
+  options.log = Log;
+  options.metrics = metrics;
+  auto keeper = std::make_unique<state::StateKeeper>(
+      engine, engine::RealClock::Instance(), std::move(options));
+  keeper->Load();
+  keeper->Start();
+  return keeper;
 }
 
 // The signals staggerd handles, taken by sigwait() on the main thread.
@@ -108,6 +136,11 @@ int Run() {
     Log("no --config: running on embedded defaults");
   }
   const absl::Duration idle_eviction = config.limits.idle_eviction;
+  if (absl::GetFlag(FLAGS_state_save_interval) < absl::Seconds(1)) {
+    Log(absl::StrCat("refusing to start: --state_save_interval must be >= 1s, got ",
+                     absl::FormatDuration(absl::GetFlag(FLAGS_state_save_interval))));
+    return 2;
+  }
 
   engine::Engine engine(config, engine::RealClock::Instance(),
                         engine::PerThreadRandom::Instance());
@@ -127,6 +160,9 @@ int Run() {
     }
     exposer = *std::move(started);
   }
+
+  std::unique_ptr<state::StateKeeper> keeper =
+      StartStateKeeper(&engine, &server_metrics);
 
   service::CoordinatorService service(&engine, &server_metrics,
                                       engine::RealClock::Instance());
@@ -192,6 +228,7 @@ int Run() {
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_drain_timeout)));
   server->Wait();
+  if (keeper) keeper->Stop();  // the last snapshot, after the last answer
   if (reloader) reloader->Stop();
   stop_eviction.Notify();
   eviction.join();
@@ -211,7 +248,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   absl::SetProgramUsageMessage(
       "Stagger retry coordinator. See README.md; flags: --address, --config, "
-      "--metrics_address, --drain_grace, --drain_timeout.");
+      "--metrics_address, --drain_grace, --drain_timeout, --state_file, "
+      "--state_save_interval.");
   absl::ParseCommandLine(argc, argv);
   return stagger::Run();
 }

@@ -200,4 +200,58 @@ const char* PaceSourceName(CapacityEstimator::Source s) {
   return "UNKNOWN";
 }
 
+ServedRecord ServedRate::Save(absl::Time now) const {
+  ServedRecord r;
+  r.unix_second = UnwrapNear(second_, absl::ToUnixSeconds(now));
+  r.this_second = this_second_;
+  r.previous_second = last_second_;
+  return r;
+}
+
+void ServedRate::Restore(const ServedRecord& r) {
+  second_ = static_cast<uint32_t>(r.unix_second);
+  this_second_ = static_cast<uint16_t>(std::min<uint32_t>(r.this_second, UINT16_MAX));
+  last_second_ =
+      static_cast<uint16_t>(std::min<uint32_t>(r.previous_second, UINT16_MAX));
+}
+
+CapacityRecord CapacityEstimator::Save(absl::Time now) const {
+  const int64_t ms = absl::ToUnixMillis(now);
+  CapacityRecord r;
+  r.pace = pace_;
+  r.threshold = threshold_;
+  r.before_cuts = before_cuts_;
+  r.successes = successes_;
+  r.failures = failures_;
+  r.rates_at_ms = UnwrapNear(rates_at_ms_, ms);
+  r.measured_from_ms = UnwrapNear(measured_from_ms_, ms);
+  r.last_success_ms = UnwrapNear(last_success_ms_, ms);
+  r.cut_round_end_ms = UnwrapNear(cut_round_end_ms_, ms);
+  r.streak_start_ms = UnwrapNear(streak_start_ms_, ms);
+  r.rtt_ms = rtt_ms_;
+  r.phase = static_cast<uint8_t>(phase_);
+  r.source = static_cast<uint8_t>(source_);
+  return r;
+}
+
+void CapacityEstimator::Restore(const CapacityRecord& r) {
+  *this = CapacityEstimator();
+  // A rate is finite and >= 0 (NaN compares false: it becomes 0).
+  auto rate = [](float v) { return v >= 0 && v < 1e12f ? v : 0.0f; };
+  pace_ = rate(r.pace);
+  threshold_ = rate(r.threshold);
+  before_cuts_ = rate(r.before_cuts);
+  successes_ = rate(r.successes);
+  failures_ = rate(r.failures);
+  rates_at_ms_ = static_cast<uint32_t>(r.rates_at_ms);
+  measured_from_ms_ = static_cast<uint32_t>(r.measured_from_ms);
+  last_success_ms_ = static_cast<uint32_t>(r.last_success_ms);
+  cut_round_end_ms_ = static_cast<uint32_t>(r.cut_round_end_ms);
+  streak_start_ms_ = static_cast<uint32_t>(r.streak_start_ms);
+  rtt_ms_ = static_cast<uint16_t>(std::min<uint32_t>(
+      r.rtt_ms, static_cast<uint32_t>(absl::ToInt64Milliseconds(kMaxRtt))));
+  if (r.phase >= 1 && r.phase <= 4) phase_ = static_cast<Phase>(r.phase);
+  if (r.source >= 1 && r.source <= 6) source_ = static_cast<Source>(r.source);
+}
+
 }  // namespace stagger::engine

@@ -43,6 +43,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 
 namespace stagger::engine {
@@ -56,6 +57,10 @@ class ServedRate {
   // Successes in the last complete second, or so far in this one if more
   // (0 if the last success is older than that).
   double PerSecond(absl::Time now) const;
+
+  // The state file (endpoint_record.h), with the full Unix second.
+  ServedRecord Save(absl::Time now) const;
+  void Restore(const ServedRecord& r);
 
  private:
   uint32_t second_ = 0;        // Unix seconds mod 2^32 of this_second_
@@ -127,6 +132,11 @@ class CapacityEstimator {
   void OnGateClosed(absl::Time now, double served);
   void OnGateOpened(const DeferralParams& p, absl::Time now);
   void SampleRtt(absl::Duration rtt);
+
+  // The state file (endpoint_record.h): every field, instants as full Unix
+  // ms (unwrapped near `now`). Restore() clamps what is out of range.
+  CapacityRecord Save(absl::Time now) const;
+  void Restore(const CapacityRecord& r);
 
  private:
   void Decay(absl::Time now);

@@ -134,4 +134,42 @@ bool CircuitBreaker::ProbeSlotFree(const BreakerParams& p, absl::Time now) {
   return free;
 }
 
+namespace {
+
+int64_t BreakerSlotNs(const BreakerParams& p) {
+  return std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) /
+                                  CircuitBreaker::kSlots);
+}
+
+}  // namespace
+
+BreakerRecord CircuitBreaker::Save(const BreakerParams& p,
+                                   absl::Time now) const {
+  BreakerRecord r;
+  r.state = state_;
+  r.time_ns = time_ns_;
+  r.consecutive_failures = consecutive_failures_;
+  r.probes_in_flight = probes_in_flight_;
+  r.probe_successes = probe_successes_;
+  r.trips = trips_;
+  r.window = window_.Save<&Counts::attempts, &Counts::failures>(
+      BreakerSlotNs(p), absl::ToUnixNanos(now));
+  return r;
+}
+
+void CircuitBreaker::Restore(const BreakerRecord& r, const BreakerParams& p) {
+  *this = CircuitBreaker();
+  const int s = static_cast<int>(r.state);
+  state_ = s >= 1 && s <= kNumBreakerStates ? r.state : BreakerState::kClosed;
+  time_ns_ = r.time_ns;
+  consecutive_failures_ = r.consecutive_failures;
+  probes_in_flight_ = static_cast<uint16_t>(
+      std::min<uint32_t>(r.probes_in_flight, UINT16_MAX));
+  probe_successes_ = static_cast<uint16_t>(
+      std::min<uint32_t>(r.probe_successes, UINT16_MAX));
+  trips_ = static_cast<uint8_t>(std::min<uint32_t>(r.trips, 60));
+  window_.Restore<&Counts::attempts, &Counts::failures>(r.window,
+                                                        BreakerSlotNs(p));
+}
+
 }  // namespace stagger::engine

@@ -21,6 +21,7 @@
 #include "absl/random/bit_gen_ref.h"
 #include "absl/time/time.h"
 #include "server/engine/decision.h"
+#include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/sliding_window.h"
 
@@ -55,6 +56,12 @@ class CircuitBreaker {
   bool ProbeSlotFree(const BreakerParams& p, absl::Time now);
   // HALF_OPEN: takes a probe slot. Call after ProbeSlotFree() said yes.
   void AcquireProbe() { ++probes_in_flight_; }
+
+  // The state file (endpoint_record.h): everything, with absolute times;
+  // Restore() makes the breaker the saved one (the window only if its slot
+  // width is still the policy's). Out-of-range counts are clamped.
+  BreakerRecord Save(const BreakerParams& p, absl::Time now) const;
+  void Restore(const BreakerRecord& r, const BreakerParams& p);
 
  private:
   struct Counts {

@@ -106,6 +106,40 @@ void EndpointTable::Visit(
   }
 }
 
+void EndpointTable::VisitByShard(
+    absl::FunctionRef<void(const EndpointState&, const PolicyParams&)> fn,
+    absl::FunctionRef<void()> shard_done) const {
+  for (int i = 0; i < kNumShards; ++i) {
+    {
+      absl::MutexLock l(&shards_[i].mu);
+      const CompiledConfig& cfg = *shards_[i].config;
+      for (const EndpointState* st : shards_[i].map) {
+        fn(*st, cfg.Policy(cfg.IndexFor(*st, st->key())));
+      }
+    }
+    shard_done();
+  }
+}
+
+EndpointTable::InsertResult EndpointTable::InsertRestored(
+    absl::string_view key,
+    absl::FunctionRef<void(EndpointState&, const PolicyParams&)> restore) {
+  size_t hash;
+  Shard& s = ShardFor(key, &hash);
+  absl::MutexLock l(&s.mu);
+  if (s.map.find(key, hash) != s.map.end()) return InsertResult::kTracked;
+  if (tracked() >= s.config->config.limits.max_endpoints) {
+    return InsertResult::kFull;
+  }
+  EndpointState* st = EndpointState::New(key);
+  restore(*st, s.config->Bind(*st, key));
+  s.map.insert(st);
+  tracked_.fetch_add(1, std::memory_order_relaxed);
+  by_state_[static_cast<int>(st->breaker.state())].fetch_add(
+      1, std::memory_order_relaxed);
+  return InsertResult::kInserted;
+}
+
 std::vector<std::string> EndpointTable::KeysAfter(
     absl::string_view after, size_t limit,
     absl::FunctionRef<bool(const EndpointState&)> keep) const {

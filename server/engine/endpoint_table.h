@@ -12,7 +12,9 @@
 //  - Counters (tracked, evicted, endpoints per breaker state) are atomics,
 //    read without locks (Stats()); decisions report breaker transitions of
 //    tracked endpoints through CountTransition().
-//  - Visit() and KeysAfter() iterate shard by shard (for listing).
+//  - Visit() and KeysAfter() iterate shard by shard (for listing);
+//    VisitByShard() and InsertRestored() serve the state file (export one
+//    shard at a time; import a state restored from a record).
 // Thread-safe.
 #ifndef STAGGER_SERVER_ENGINE_ENDPOINT_TABLE_H_
 #define STAGGER_SERVER_ENGINE_ENDPOINT_TABLE_H_
@@ -70,6 +72,21 @@ class EndpointTable {
 
   // Calls `fn` on every tracked state, one shard at a time under its lock.
   void Visit(absl::FunctionRef<void(const EndpointState&)> fn) const;
+  // The state file: calls `fn(state, policy)` on every tracked state of a
+  // shard under its lock, then `shard_done()` without the lock; shard by
+  // shard. `policy` is the one the state has under the configuration in
+  // force.
+  void VisitByShard(
+      absl::FunctionRef<void(const EndpointState&, const PolicyParams&)> fn,
+      absl::FunctionRef<void()> shard_done) const;
+  enum class InsertResult { kInserted, kTracked, kFull };
+  // The state file: tracks `key` with a new state bound to the
+  // configuration in force and filled by `restore(state, policy)`, unless
+  // `key` is tracked already or the table is at limits.max_endpoints.
+  InsertResult InsertRestored(
+      absl::string_view key,
+      absl::FunctionRef<void(EndpointState&, const PolicyParams&)> restore);
+
   // The up to `limit` smallest keys > `after` whose state `keep` accepts,
   // in key order (copies only about `limit` keys).
   std::vector<std::string> KeysAfter(

@@ -1,12 +1,14 @@
 #include "server/engine/engine.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/compiled_config.h"
 #include "server/engine/decision_path.h"
 #include "server/engine/endpoint_key.h"
 #include "server/engine/endpoint_table.h"
+#include "server/engine/state_transfer.h"
 
 namespace stagger::engine {
 namespace {
@@ -144,5 +146,42 @@ ListPage Engine::List(absl::string_view after, int page_size,
 int64_t Engine::EvictIdle() { return table_->EvictIdle(clock_->Now()); }
 
 EngineStats Engine::Stats() const { return table_->Stats(); }
+
+void Engine::ExportState(
+    absl::FunctionRef<void(absl::Span<const EndpointRecord>)> sink) const {
+  const absl::Time now = clock_->Now();
+  std::vector<EndpointRecord> shard;
+  table_->VisitByShard(
+      [&](const EndpointState& st, const PolicyParams& p) {
+        shard.push_back(SaveEndpoint(st, p, now));
+      },
+      [&] {
+        if (!shard.empty()) sink(shard);
+        shard.clear();
+      });
+}
+
+ImportStats Engine::ImportState(absl::Span<const EndpointRecord> records) {
+  const absl::Time now = clock_->Now();
+  const int64_t cutoff = absl::ToUnixNanos(
+      now - table_->config()->config.limits.idle_eviction);
+  const int max_key_bytes = max_key_bytes_.load(std::memory_order_relaxed);
+  ImportStats stats;
+  for (const EndpointRecord& r : records) {
+    if (r.last_seen_ns < cutoff) {
+      ++stats.stale;
+    } else if (!ValidateEndpointKey(r.key, max_key_bytes).ok()) {
+      ++stats.rejected;
+    } else if (table_->InsertRestored(
+                   r.key, [&](EndpointState& st, const PolicyParams& p) {
+                     RestoreEndpoint(r, p, &st);
+                   }) == EndpointTable::InsertResult::kInserted) {
+      ++stats.restored;
+    } else {
+      ++stats.skipped;
+    }
+  }
+  return stats;
+}
 
 }  // namespace stagger::engine

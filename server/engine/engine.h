@@ -34,6 +34,7 @@
 //                      counters
 //   decision_path.h    Admit and Report as columns of named gates
 //   inspection.h       snapshots, list pages and stats
+//   state_transfer.h   one endpoint's state to and from a state-file record
 #ifndef STAGGER_SERVER_ENGINE_ENGINE_H_
 #define STAGGER_SERVER_ENGINE_ENGINE_H_
 
@@ -42,13 +43,16 @@
 #include <memory>
 #include <optional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
+#include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/inspection.h"
 #include "server/engine/random.h"
@@ -95,6 +99,20 @@ class Engine {
   int64_t EvictIdle();
 
   EngineStats Stats() const;
+
+  // The state file (endpoint_record.h; server/state/ writes and reads it).
+  // ExportState calls `sink` with the records of one table shard at a
+  // time, copied under the shard's lock and passed without it (records of
+  // different shards are taken moments apart).
+  void ExportState(
+      absl::FunctionRef<void(absl::Span<const EndpointRecord>)> sink) const;
+  // Restores records (ExportState's, maybe another process's under another
+  // configuration). Dropped: records idle longer than limits.idle_eviction
+  // now (stale), keys the current limits refuse (rejected), endpoints
+  // already tracked or beyond limits.max_endpoints (skipped). A restored
+  // endpoint's policy is resolved from the configuration in force; a window
+  // whose width changed starts empty.
+  ImportStats ImportState(absl::Span<const EndpointRecord> records);
   int max_batch_size() const {
     return max_batch_size_.load(std::memory_order_relaxed);
   }

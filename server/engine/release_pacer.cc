@@ -85,4 +85,25 @@ void ReleasePacer::OnGateOpened(absl::Time now) {
   closed_since_ns_ = 0;
 }
 
+PacerRecord ReleasePacer::Save() const {
+  PacerRecord r;
+  r.tail_ns = tail_ns_;
+  r.gate_ns = gate_ns_;
+  r.release_end_ns = release_end_ns_;
+  r.closed_since_ns = closed_since_ns_;
+  r.parked_seconds = parked_seconds_;
+  r.backlog = backlog_;
+  return r;
+}
+
+void ReleasePacer::Restore(const PacerRecord& r) {
+  auto amount = [](float v) { return v >= 0 && v < 1e12f ? v : 0.0f; };
+  tail_ns_ = r.tail_ns;
+  gate_ns_ = r.gate_ns;
+  release_end_ns_ = r.release_end_ns;
+  closed_since_ns_ = r.closed_since_ns;
+  parked_seconds_ = amount(r.parked_seconds);
+  backlog_ = amount(r.backlog);
+}
+
 }  // namespace stagger::engine

@@ -30,6 +30,7 @@
 
 #include "absl/random/bit_gen_ref.h"
 #include "absl/time/time.h"
+#include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 
 namespace stagger::engine {
@@ -71,6 +72,10 @@ class ReleasePacer {
   double backlog() const { return backlog_; }
   // The queue's tail (the next free slot), for inspection.
   absl::Time tail() const { return absl::FromUnixNanos(tail_ns_); }
+
+  // The state file (endpoint_record.h): every field (already Unix ns).
+  PacerRecord Save() const;
+  void Restore(const PacerRecord& r);
 
  private:
   void Extend(const DeferralParams& p, int64_t back_ns);

@@ -53,4 +53,17 @@ double RetryBudget::Remaining(const BudgetParams& p, absl::Time now) {
   return std::max<int64_t>(0, left) / static_cast<double>(kUnit);
 }
 
+WindowRecord RetryBudget::Save(const BudgetParams& p, absl::Time now) const {
+  const int64_t slot_ns =
+      std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
+  return window_.Save<&Counts::first_attempts, &Counts::retries>(
+      slot_ns, absl::ToUnixNanos(now));
+}
+
+void RetryBudget::Restore(const WindowRecord& r, const BudgetParams& p) {
+  const int64_t slot_ns =
+      std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
+  window_.Restore<&Counts::first_attempts, &Counts::retries>(r, slot_ns);
+}
+
 }  // namespace stagger::engine

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/sliding_window.h"
 
@@ -38,6 +39,11 @@ class RetryBudget {
   void Reconfigured(const BudgetParams* before, const BudgetParams& after) {
     if (before == nullptr || before->window != after.window) Reset();
   }
+
+  // The state file (endpoint_record.h): the window with absolute slots.
+  // Restore() keeps the counts only if the slot width is still `p`'s.
+  WindowRecord Save(const BudgetParams& p, absl::Time now) const;
+  void Restore(const WindowRecord& r, const BudgetParams& p);
 
  private:
   struct Counts {

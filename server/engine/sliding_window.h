@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "server/engine/endpoint_record.h"
+
 namespace stagger::engine {
 
 template <typename Counts, int kSlots>
@@ -61,7 +63,42 @@ class SlidingWindow {
     for (Counts& c : slots_) c = Counts{};
   }
 
+  // For the state file (endpoint_record.h): the window with absolute slot
+  // indexes (the head unwrapped near now_ns / slot_ns), the counts `a` and
+  // `b` of each slot, newest first.
+  template <uint32_t Counts::*a, uint32_t Counts::*b>
+  WindowRecord Save(int64_t slot_ns, int64_t now_ns) const {
+    static_assert(kSlots == WindowRecord::kSlots, "one slot count");
+    WindowRecord r;
+    r.slot_ns = slot_ns;
+    const int64_t now_index = now_ns / slot_ns;
+    r.head_slot =
+        now_index + static_cast<int32_t>(head_ - static_cast<uint32_t>(now_index));
+    for (int k = 0; k < kSlots; ++k) r.slots[k] = {Ago(k).*a, Ago(k).*b};
+    return r;
+  }
+  // The inverse of Save(), for a window of `slot_ns` slots now. A record
+  // of another slot width (the window's width changed in between) leaves
+  // the window empty: its counts would be read against the wrong time.
+  template <uint32_t Counts::*a, uint32_t Counts::*b>
+  void Restore(const WindowRecord& r, int64_t slot_ns) {
+    Reset();
+    head_ = 0;
+    if (r.slot_ns != slot_ns || slot_ns <= 0) return;
+    head_ = static_cast<uint32_t>(r.head_slot);
+    for (int k = 0; k < kSlots; ++k) {
+      Ago(k).*a = r.slots[k][0];
+      Ago(k).*b = r.slots[k][1];
+    }
+  }
+
  private:
+  // The slot `k` slots before the head.
+  Counts& Ago(int k) { return slots_[(head_ % kSlots + kSlots - k) % kSlots]; }
+  const Counts& Ago(int k) const {
+    return slots_[(head_ % kSlots + kSlots - k) % kSlots];
+  }
+
   uint32_t head_ = 0;  // slot index mod 2^32
   Counts slots_[kSlots] = {};
 };

@@ -187,6 +187,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
                       .Register(registry);
   reload_success_ = &reloads.Add({{"result", "success"}});
   reload_failure_ = &reloads.Add({{"result", "failure"}});
+  BuildStateFamilies(registry);
 
   auto& rpc = prometheus::BuildHistogram()
                   .Name("stagger_rpc_duration_seconds")
@@ -267,6 +268,54 @@ void ServerMetrics::RecordBatchSize(Method m, int items) {
 
 void ServerMetrics::RecordConfigReload(bool ok) {
   (ok ? reload_success_ : reload_failure_)->Increment();
+}
+
+void ServerMetrics::BuildStateFamilies(prometheus::Registry& registry) {
+  auto& failures =
+      prometheus::BuildCounter()
+          .Name("stagger_state_load_failures_total")
+          .Help("State file (--state_file) not loaded at start, by reason; "
+                "the server started with fresh state.")
+          .Register(registry);
+  for (size_t i = 0; i < kStateLoadFailureReasons.size(); ++i) {
+    state_load_failures_[i] =
+        &failures.Add({{"reason", kStateLoadFailureReasons[i]}});
+  }
+  state_restored_ =
+      &prometheus::BuildGauge()
+           .Name("stagger_state_endpoints_restored")
+           .Help("Endpoints restored from the state file at start.")
+           .Register(registry)
+           .Add({});
+  auto& saves = prometheus::BuildCounter()
+                    .Name("stagger_state_saves_total")
+                    .Help("State file snapshots written, by result "
+                          "(success|failure).")
+                    .Register(registry);
+  state_save_success_ = &saves.Add({{"result", "success"}});
+  state_save_failure_ = &saves.Add({{"result", "failure"}});
+  state_last_save_ =
+      &prometheus::BuildGauge()
+           .Name("stagger_state_last_save_timestamp_seconds")
+           .Help("Unix time of the last state file snapshot written; 0 if "
+                 "none yet.")
+           .Register(registry)
+           .Add({});
+}
+
+void ServerMetrics::RecordStateLoadFailure(absl::string_view reason) {
+  for (size_t i = 0; i < kStateLoadFailureReasons.size(); ++i) {
+    if (reason == kStateLoadFailureReasons[i]) state_load_failures_[i]->Increment();
+  }
+}
+
+void ServerMetrics::RecordStateRestored(int64_t endpoints) {
+  state_restored_->Set(static_cast<double>(endpoints));
+}
+
+void ServerMetrics::RecordStateSave(bool ok, absl::Time at) {
+  (ok ? state_save_success_ : state_save_failure_)->Increment();
+  if (ok) state_last_save_->Set(absl::ToDoubleSeconds(at - absl::UnixEpoch()));
 }
 
 void ServerMetrics::AttachEngine(const engine::Engine* engine) {

@@ -23,6 +23,12 @@
 //   endpoints{breaker_state}, endpoints_tracked        gauges (engine stats)
 //   endpoints_evicted_total                  counter (engine stats)
 //   config_reloads_total{result}             counter, success|failure
+//   state_load_failures_total{reason}        counter, the state file at start:
+//                                            missing|unreadable|truncated|
+//                                            corrupt|incompatible_version
+//   state_endpoints_restored                 gauge, restored at start
+//   state_saves_total{result}                counter, success|failure
+//   state_last_save_timestamp_seconds        gauge, Unix time (0: none yet)
 //   rpc_duration_seconds{method}             histogram, 6 methods
 //   batch_size{method}                       histogram, AdmitBatch|ReportBatch
 //
@@ -36,6 +42,8 @@
 #include <chrono>
 #include <cstdint>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -125,6 +133,19 @@ class ServerMetrics {
   // stagger_config_reloads_total{result="success"|"failure"}.
   void RecordConfigReload(bool ok);
 
+  // The state file (--state_file, server/state/). The reasons a load fails
+  // (state::LoadOutcomeName of every outcome but "loaded").
+  static constexpr std::array<const char*, 5> kStateLoadFailureReasons = {
+      "missing", "unreadable", "truncated", "corrupt", "incompatible_version"};
+  // stagger_state_load_failures_total{reason}; a reason outside
+  // kStateLoadFailureReasons is not counted.
+  void RecordStateLoadFailure(absl::string_view reason);
+  // stagger_state_endpoints_restored: endpoints restored at start.
+  void RecordStateRestored(int64_t endpoints);
+  // stagger_state_saves_total{result}; a success also sets
+  // stagger_state_last_save_timestamp_seconds to `at`.
+  void RecordStateSave(bool ok, absl::Time at);
+
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
   // outlive this object (or be detached with nullptr first). Until one is
@@ -137,6 +158,8 @@ class ServerMetrics {
   void RefreshEngineStats();
 
  private:
+  void BuildStateFamilies(prometheus::Registry& registry);
+
   static constexpr int kMaxVerdict = 4;  // engine::Verdict::kDone
   static constexpr int kNumStates = engine::kNumBreakerStates;
 
@@ -163,6 +186,12 @@ class ServerMetrics {
   prometheus::Counter* endpoints_evicted_ = nullptr;
   prometheus::Counter* reload_success_ = nullptr;
   prometheus::Counter* reload_failure_ = nullptr;
+  std::array<prometheus::Counter*, kStateLoadFailureReasons.size()>
+      state_load_failures_{};
+  prometheus::Gauge* state_restored_ = nullptr;
+  prometheus::Counter* state_save_success_ = nullptr;
+  prometheus::Counter* state_save_failure_ = nullptr;
+  prometheus::Gauge* state_last_save_ = nullptr;
   std::array<prometheus::Histogram*, kNumMethods> rpc_duration_{};
   std::array<prometheus::Histogram*, kNumMethods> batch_size_{};  // 2 set
 

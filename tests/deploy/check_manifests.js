@@ -18,6 +18,7 @@ test("there are overlays, including the example and the operator one", () => {
   const names = m.overlays().map((p) => path.basename(p));
   assert.ok(names.includes("example"), names.join(","));
   assert.ok(names.includes("prometheus-operator"), names.join(","));
+  assert.ok(names.includes("ha"), names.join(","));
 });
 
 for (const dir of targets) {
@@ -66,4 +67,33 @@ test("example overlay: own namespace, image, policies and memory", () => {
   for (const d of docs.filter((x) => x.apiVersion === "monitoring.coreos.com/v1")) {
     assert.equal(d.metadata.labels.release, "monitoring", `${d.kind} selector label`);
   }
+});
+
+test("ha overlay: base's ServiceAccount, ConfigMap and Service + StatefulSet, headless Service, PodDisruptionBudget", () => {
+  const base = m.kustomize(path.join(m.K8S, "base"));
+  const docs = m.kustomize(path.join(m.K8S, "overlays", "ha"));
+  assert.deepEqual(kinds(docs), ["ConfigMap", "PodDisruptionBudget", "Service", "Service", "ServiceAccount", "StatefulSet"]);
+  const sts = docs.find((d) => d.kind === "StatefulSet");
+  // Pods stagger-0..2: the stable names clients hash keys over.
+  assert.equal(sts.metadata.name, "stagger");
+  assert.equal(sts.spec.replicas, 3);
+  assert.equal(sts.spec.serviceName, "stagger");
+  const svcNames = docs.filter((d) => d.kind === "Service").map((d) => d.metadata.name).sort();
+  assert.deepEqual(svcNames, ["stagger", "staggerd"]);
+  // The policies are the base's, reloaded live as there.
+  const cfg = (ds) => ds.find((d) => d.kind === "ConfigMap");
+  assert.deepEqual(cfg(docs), cfg(base));
+  const c = sts.spec.template.spec.containers[0];
+  assert.ok(c.args.includes("--state_file=/var/lib/stagger/state.snap"), c.args.join(" "));
+  // The drain grace is the base's: the snapshot is saved after it.
+  const baseArgs = base.find((d) => d.kind === "Deployment").spec.template.spec.containers[0].args;
+  for (const a of baseArgs.filter((x) => x.startsWith("--drain_"))) assert.ok(c.args.includes(a), a);
+});
+
+test("ha overlay: the StatefulSet's pod template is the base Deployment's plus the state volume, fsGroup and spread", () => {
+  const base = m.kustomize(path.join(m.K8S, "base"));
+  const docs = m.kustomize(path.join(m.K8S, "overlays", "ha"));
+  const dep = base.find((d) => d.kind === "Deployment");
+  const sts = docs.find((d) => d.kind === "StatefulSet");
+  assert.deepEqual(m.podTemplateDrift(dep, sts), []);
 });

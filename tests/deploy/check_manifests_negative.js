@@ -4,7 +4,8 @@
 // and expects a specific error: misspelled field names at several depths
 // and in the Prometheus Operator CRDs (which kubernetes-models alone
 // accepts), schema type errors, and each structural rule. One case renders
-// a scratch overlay with a typo through kubectl kustomize end to end.
+// a scratch overlay with a typo through kubectl kustomize end to end. The
+// ha overlay (StatefulSet) has its own cases, from its own rendering.
 "use strict";
 
 const test = require("node:test");
@@ -87,6 +88,58 @@ for (const [name, mutate, want] of cases) {
     const docs = fresh();
     mutate(docs);
     const errors = allErrors(docs);
+    assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
+  });
+}
+
+// The ha overlay (StatefulSet, headless Service, PodDisruptionBudget): its
+// own rules, each broken once.
+const GOOD_HA = m.kustomize(path.join(m.K8S, "overlays", "ha"));
+const BASE_DEPLOYMENT = find(m.kustomize(path.join(m.K8S, "base")), "Deployment");
+const sts = (docs) => find(docs, "StatefulSet");
+const stsPod = (docs) => sts(docs).spec.template.spec;
+const stsContainer = (docs) => stsPod(docs).containers[0];
+const headless = (docs) => docs.find((d) => d.kind === "Service" && d.spec.clusterIP === "None");
+const haErrors = (docs) => [...allErrors(docs), ...m.podTemplateDrift(BASE_DEPLOYMENT, sts(docs))];
+
+test("control: the unmutated ha rendering passes", () => {
+  assert.deepEqual(haErrors(structuredClone(GOOD_HA)), []);
+});
+
+const haCases = [
+  ["one replica", (d) => { sts(d).spec.replicas = 1; }, /StatefulSet replicas must be >= 3/],
+  ["OnDelete updates", (d) => { sts(d).spec.updateStrategy = { type: "OnDelete" }; }, /updateStrategy must be RollingUpdate/],
+  ["a partition holds the update", (d) => { sts(d).spec.updateStrategy.rollingUpdate = { partition: 2 }; }, /partition must be 0/],
+  ["two pods at a time", (d) => { sts(d).spec.updateStrategy.rollingUpdate = { maxUnavailable: 2 }; }, /one pod at a time/],
+  ["governing Service missing", (d) => { sts(d).spec.serviceName = "other"; }, /serviceName other is not a Service/],
+  ["governing Service not headless", (d) => { delete headless(d).spec.clusterIP; }, /must be headless|want exactly 1 Service with a cluster IP/],
+  ["draining pods published", (d) => { headless(d).spec.publishNotReadyAddresses = true; }, /must not publish unready/],
+  ["no PodDisruptionBudget", (d) => { d.splice(d.indexOf(find(d, "PodDisruptionBudget")), 1); }, /want exactly 1 PodDisruptionBudget, got 0/],
+  ["budget allows two down", (d) => { find(d, "PodDisruptionBudget").spec.maxUnavailable = 2; }, /maxUnavailable must be 1/],
+  ["budget selects nothing", (d) => { find(d, "PodDisruptionBudget").spec.selector.matchLabels = { app: "x" }; }, /PodDisruptionBudget does not select the pods/],
+  ["no spread over nodes", (d) => { delete stsPod(d).topologySpreadConstraints; }, /spread across nodes/],
+  ["spread only preferred", (d) => { stsPod(d).topologySpreadConstraints[0].whenUnsatisfiable = "ScheduleAnyway"; }, /maxSkew 1, DoNotSchedule/],
+  ["no --state_file", (d) => { stsContainer(d).args = stsContainer(d).args.filter((a) => !a.startsWith("--state_file=")); }, /lack --state_file=/],
+  ["no save interval", (d) => { stsContainer(d).args = stsContainer(d).args.filter((a) => !a.startsWith("--state_save_interval=")); }, /lack --state_save_interval=/],
+  ["state file on the read-only root", (d) => { stsContainer(d).args = stsContainer(d).args.map((a) => a.replace("/var/lib/stagger/", "/tmp/")); }, /not on a writable volume mount/],
+  ["state file on the config mount", (d) => { stsContainer(d).args = stsContainer(d).args.map((a) => a.replace("/var/lib/stagger/", "/etc/stagger/")); }, /not on a writable volume mount/],
+  ["state volume too small", (d) => { sts(d).spec.volumeClaimTemplates[0].spec.resources.requests.storage = "10Mi"; }, /must hold >= 256Mi, got 10Mi/],
+  ["state volume not persistent or emptyDir", (d) => { delete sts(d).spec.volumeClaimTemplates; stsPod(d).volumes.push({ name: "state", hostPath: { path: "/x" } }); }, /must be a volumeClaimTemplate or an emptyDir/],
+  ["fsGroup missing", (d) => { delete stsPod(d).securityContext.fsGroup; }, /fsGroup must be 65532/],
+  ["pod template drifted from the base", (d) => { stsContainer(d).readinessProbe.periodSeconds = 10; }, /readinessProbe\/periodSeconds: Deployment 2, StatefulSet 10/],
+  ["drain grace differs from the base", (d) => { stsContainer(d).args = stsContainer(d).args.map((a) => a.replace("--drain_grace=5s", "--drain_grace=0s")); }, /containers\/0\/args/],
+  ["no startup probe", (d) => { delete stsContainer(d).startupProbe; }, /needs a grpc startupProbe/],
+  ["startup probe too short for the load", (d) => { stsContainer(d).startupProbe.failureThreshold = 5; }, /allow >= 60 s/],
+  ["no time for the final save", (d) => { stsPod(d).terminationGracePeriodSeconds = 30; }, /leaves no time for the final snapshot \(need >= 40\)/],
+  ["misspelled StatefulSet field", (d) => { sts(d).spec.serviceNme = "stagger"; }, /StatefulSet .*unknown field \/spec\/serviceNme$/],
+  ["misspelled PodDisruptionBudget field", (d) => { find(d, "PodDisruptionBudget").spec.maxUnavailabe = 1; }, /PodDisruptionBudget .*unknown field \/spec\/maxUnavailabe$/],
+];
+
+for (const [name, mutate, want] of haCases) {
+  test(`rejects (ha): ${name}`, () => {
+    const docs = structuredClone(GOOD_HA);
+    mutate(docs);
+    const errors = haErrors(docs);
     assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
   });
 }

@@ -65,7 +65,7 @@ test("there are alerts for each required condition", () => {
   for (const want of [
     "StaggerBreakerOpenTooLong", "StaggerBudgetRefusalsHigh", "StaggerRetryAfterRising",
     "StaggerCoordinatorUnreachable", "StaggerClientFallbackSustained",
-    "StaggerConfigReloadFailed", "StaggerdDown",
+    "StaggerConfigReloadFailed", "StaggerdDown", "StaggerStateNotSaved",
   ]) assert.ok(names.includes(want), `missing alert ${want}`);
 });
 

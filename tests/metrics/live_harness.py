@@ -31,7 +31,10 @@ FIXED_LABELS = {
                "HALF_OPEN_PROBE", "BUDGET_EXHAUSTED", "ATTEMPTS_EXHAUSTED",
                "NOT_RETRYABLE", "DEADLINE", "SUCCEEDED", "HALF_OPEN_BUSY",
                "RETRY_AFTER_WINDOW", "ADMITTED", "PACED",
-               "LAST_CHANCE"},
+               "LAST_CHANCE",
+               # stagger_state_load_failures_total's reasons
+               "missing", "unreadable", "truncated", "corrupt",
+               "incompatible_version"},
     "from": {"CLOSED", "OPEN", "HALF_OPEN"},
     "to": {"CLOSED", "OPEN", "HALF_OPEN"},
     "breaker_state": {"CLOSED", "OPEN", "HALF_OPEN"},
@@ -57,6 +60,10 @@ REQUIRED_FAMILIES = {
     "stagger_config_reloads_total": "counter",
     "stagger_rpc_duration_seconds": "histogram",
     "stagger_batch_size": "histogram",
+    "stagger_state_load_failures_total": "counter",
+    "stagger_state_endpoints_restored": "gauge",
+    "stagger_state_saves_total": "counter",
+    "stagger_state_last_save_timestamp_seconds": "gauge",
 }
 
 

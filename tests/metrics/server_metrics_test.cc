@@ -81,6 +81,10 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
   EXPECT_EQ(t.Count("stagger_endpoints"), 3);
   EXPECT_EQ(t.LabelValues("stagger_endpoints", "breaker_state"), kStates);
   EXPECT_EQ(t.Count("stagger_config_reloads_total"), 2);
+  EXPECT_EQ(t.LabelValues("stagger_state_load_failures_total", "reason"),
+            (std::set<std::string>{"missing", "unreadable", "truncated",
+                                   "corrupt", "incompatible_version"}));
+  EXPECT_EQ(t.Count("stagger_state_saves_total"), 2);
   EXPECT_EQ(t.LabelValues("stagger_rpc_duration_seconds_count", "method"),
             kMethods);
   EXPECT_EQ(t.LabelValues("stagger_batch_size_count", "method"),
@@ -90,10 +94,33 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
         "stagger_budget_refusals_total", "stagger_untracked_decisions_total",
         "stagger_pace_cuts_total",
         "stagger_endpoints_tracked",
-        "stagger_endpoints_evicted_total"}) {
+        "stagger_endpoints_evicted_total", "stagger_state_endpoints_restored",
+        "stagger_state_last_save_timestamp_seconds"}) {
     EXPECT_TRUE(t.Has(name)) << name;
   }
   EXPECT_THAT(t.NonZero("stagger_"), IsEmpty());
+}
+
+TEST(ServerMetricsTest, StateFileLoadsAndSaves) {
+  prometheus::Registry registry;
+  ServerMetrics metrics(registry, /*max_attempt_label=*/8);
+  metrics.RecordStateLoadFailure("corrupt");
+  metrics.RecordStateLoadFailure("corrupt");
+  metrics.RecordStateLoadFailure("missing");
+  metrics.RecordStateLoadFailure("loaded");  // not a failure: not counted
+  metrics.RecordStateRestored(42);
+  metrics.RecordStateSave(false, absl::FromUnixSeconds(100));
+  metrics.RecordStateSave(true, absl::FromUnixSeconds(1767225600));
+  PromText t = Scrape(registry);
+  const std::string f = "stagger_state_load_failures_total";
+  EXPECT_EQ(t.Value(f, {{"reason", "corrupt"}}), 2);
+  EXPECT_EQ(t.Value(f, {{"reason", "missing"}}), 1);
+  EXPECT_EQ(t.Sum(f), 3);
+  EXPECT_EQ(t.Value("stagger_state_endpoints_restored", {}), 42);
+  EXPECT_EQ(t.Value("stagger_state_saves_total", {{"result", "success"}}), 1);
+  EXPECT_EQ(t.Value("stagger_state_saves_total", {{"result", "failure"}}), 1);
+  EXPECT_EQ(t.Value("stagger_state_last_save_timestamp_seconds", {}),
+            1767225600);
 }
 
 TEST(ServerMetricsTest, CountsDecisionsByCallVerdictAndReason) {
@@ -524,12 +551,21 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"result", {"success", "failure"}},
       {"attempt", Attempts(20)},
   };
+  // The state file's load failures have reasons of their own.
+  const std::set<std::string> state_reasons(
+      ServerMetrics::kStateLoadFailureReasons.begin(),
+      ServerMetrics::kStateLoadFailureReasons.end());
   PromText t = Scrape(registry);
   int checked = 0;
   for (const auto& s : t.samples()) {
     if (s.name.rfind("stagger_", 0) != 0) continue;
     for (const auto& [name, value] : s.labels) {
       if (name == "le") continue;  // histogram bucket bounds: fixed numbers
+      if (s.name == "stagger_state_load_failures_total" && name == "reason") {
+        EXPECT_TRUE(state_reasons.count(value)) << value;
+        ++checked;
+        continue;
+      }
       auto it = allowed.find(name);
       ASSERT_NE(it, allowed.end()) << "unexpected label " << name << " on "
                                    << s.name;

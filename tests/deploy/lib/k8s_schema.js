@@ -26,6 +26,7 @@ const path = require("node:path");
 const PACKAGES = {
   "": "kubernetes-models",
   apps: "kubernetes-models",
+  policy: "kubernetes-models",
   "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
 };
 

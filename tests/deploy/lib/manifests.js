@@ -100,29 +100,101 @@ const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
 const subsetOf = (sel, labels) =>
   Object.entries(sel || {}).every(([k, v]) => labels && labels[k] === v) && Object.keys(sel || {}).length > 0;
 
-// Structural checks on one rendered output. Returns error strings.
-function structuralErrors(docs) {
-  const errors = [];
-  const err = (m) => errors.push(m);
-  const deps = byKind(docs, "Deployment");
-  if (deps.length !== 1) {
-    err(`want exactly 1 Deployment, got ${deps.length}`);
-    return errors;
-  }
-  const d = deps[0];
+// The single-replica Deployment (deploy/k8s/base): one process holds all
+// endpoint state; the rollout starts the new pod before it stops the old.
+function deploymentErrors(d, err) {
   const spec = d.spec || {};
-  const pod = (spec.template && spec.template.spec) || {};
-  const tmeta = (spec.template && spec.template.metadata) || {};
-
-  // Endpoint state lives in one process.
   if (spec.replicas !== 1) err(`Deployment replicas must be 1 (state is per process), got ${spec.replicas}`);
   const st = spec.strategy || {};
   const ru = st.rollingUpdate || {};
   if (st.type !== "RollingUpdate" || String(ru.maxSurge) !== "1" || String(ru.maxUnavailable) !== "0") {
     err(`strategy must be RollingUpdate maxSurge 1 maxUnavailable 0, got ${JSON.stringify(st)}`);
   }
+}
+
+// The sharded StatefulSet (deploy/k8s/overlays/ha): stable pod names behind
+// a headless Service, updated one pod at a time, a disruption budget of one,
+// spread over nodes, each replica's snapshot on its own volume.
+function statefulSetErrors(s, docs, err) {
+  const spec = s.spec || {};
+  const pod = (spec.template && spec.template.spec) || {};
+  const labels = (spec.template && spec.template.metadata && spec.template.metadata.labels) || {};
+  if (!Number.isInteger(spec.replicas) || spec.replicas < 3) err(`StatefulSet replicas must be >= 3, got ${spec.replicas}`);
+  const us = spec.updateStrategy || {};
+  if (us.type !== "RollingUpdate") err(`StatefulSet updateStrategy must be RollingUpdate, got ${JSON.stringify(us)}`);
+  const ru = us.rollingUpdate || {};
+  if (ru.partition) err(`StatefulSet rollingUpdate.partition must be 0, got ${ru.partition}`);
+  if (ru.maxUnavailable !== undefined && String(ru.maxUnavailable) !== "1") err("StatefulSet updates must replace one pod at a time (maxUnavailable 1)");
+  const headless = byKind(docs, "Service").find((x) => x.metadata.name === spec.serviceName);
+  if (!headless) err(`StatefulSet serviceName ${spec.serviceName} is not a Service of this output`);
+  else {
+    if (headless.spec.clusterIP !== "None") err(`Service ${spec.serviceName} must be headless (clusterIP None)`);
+    if (headless.spec.publishNotReadyAddresses) err(`headless Service ${spec.serviceName} must not publish unready (draining) pods`);
+    if (!subsetOf(headless.spec.selector, labels)) err(`headless Service ${spec.serviceName} does not select the pods`);
+    const hp = (headless.spec.ports || []).find((p) => p.name === "grpc");
+    if (!hp || hp.port !== GRPC_PORT) err(`headless Service ${spec.serviceName} needs port grpc ${GRPC_PORT}`);
+  }
+  const pdbs = byKind(docs, "PodDisruptionBudget");
+  if (pdbs.length !== 1) err(`want exactly 1 PodDisruptionBudget, got ${pdbs.length}`);
+  else {
+    const pdb = pdbs[0].spec || {};
+    if (!subsetOf(pdb.selector && pdb.selector.matchLabels, labels)) err("PodDisruptionBudget does not select the pods");
+    if (String(pdb.maxUnavailable) !== "1") err(`PodDisruptionBudget maxUnavailable must be 1, got ${pdb.maxUnavailable}`);
+  }
+  const spread = (pod.topologySpreadConstraints || []).find((t) => t.topologyKey === "kubernetes.io/hostname");
+  if (!spread) err("pods must be spread across nodes (topologySpreadConstraints on kubernetes.io/hostname)");
+  else if (spread.maxSkew !== 1 || spread.whenUnsatisfiable !== "DoNotSchedule" || !subsetOf(spread.labelSelector && spread.labelSelector.matchLabels, labels)) {
+    err("the node spread must be maxSkew 1, DoNotSchedule, selecting the pods");
+  }
+  const c = (pod.containers || []).find((x) => x.name === "staggerd") || {};
+  const arg = (c.args || []).find((a) => a.startsWith("--state_file="));
+  if (!arg) err("staggerd args lack --state_file=");
+  else {
+    const file = arg.slice("--state_file=".length);
+    const mount = (c.volumeMounts || []).find((m) => file.startsWith(`${m.mountPath}/`));
+    if (!mount || mount.readOnly) err(`--state_file ${file} is not on a writable volume mount`);
+    else {
+      const claim = (spec.volumeClaimTemplates || []).find((v) => v.metadata.name === mount.name);
+      const vol = (pod.volumes || []).find((v) => v.name === mount.name);
+      const size = claim ? claim.spec.resources.requests.storage : vol && vol.emptyDir && vol.emptyDir.sizeLimit;
+      if (!claim && !(vol && vol.emptyDir)) err(`state volume ${mount.name} must be a volumeClaimTemplate or an emptyDir`);
+      else if (!(quantityBytes(size) >= 256 * 2 ** 20)) err(`state volume ${mount.name} must hold >= 256Mi, got ${size}`);
+    }
+    if (!(c.args || []).some((a) => a.startsWith("--state_save_interval="))) err("staggerd args lack --state_save_interval=");
+  }
+  if (pod.securityContext && pod.securityContext.fsGroup !== 65532) err("pod securityContext.fsGroup must be 65532 (state volume writable)");
+  // The snapshot loads before the first answer: liveness must wait for it.
+  const sp = c.startupProbe;
+  if (!sp || !sp.grpc || sp.grpc.port !== GRPC_PORT) err("staggerd needs a grpc startupProbe (the snapshot loads before serving)");
+  else if ((sp.periodSeconds || 10) * (sp.failureThreshold || 3) < 60) err("startupProbe must allow >= 60 s for the snapshot to load");
+  // The final save comes after the drain: grace >= drain grace + drain
+  // timeout + 20 s for the save.
+  const secs = (name) => {
+    const a = (c.args || []).find((x) => x.startsWith(`--${name}=`));
+    const m = a && /^([0-9]+)s$/.exec(a.split("=")[1]);
+    return m ? Number(m[1]) : NaN;
+  };
+  const need = secs("drain_grace") + secs("drain_timeout") + 20;
+  if (!(pod.terminationGracePeriodSeconds >= need)) err(`terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} leaves no time for the final snapshot (need >= ${need})`);
+}
+
+// Structural checks on one rendered output. Returns error strings.
+function structuralErrors(docs) {
+  const errors = [];
+  const err = (m) => errors.push(m);
+  const workloads = [...byKind(docs, "Deployment"), ...byKind(docs, "StatefulSet")];
+  if (workloads.length !== 1) {
+    err(`want exactly 1 Deployment or StatefulSet, got ${workloads.length}`);
+    return errors;
+  }
+  const d = workloads[0];
+  const spec = d.spec || {};
+  const pod = (spec.template && spec.template.spec) || {};
+  const tmeta = (spec.template && spec.template.metadata) || {};
+  if (d.kind === "Deployment") deploymentErrors(d, err);
+  else statefulSetErrors(d, docs, err);
   if (!subsetOf(spec.selector && spec.selector.matchLabels, tmeta.labels)) {
-    err("Deployment selector does not match the pod template labels");
+    err(`${d.kind} selector does not match the pod template labels`);
   }
   const grace = pod.terminationGracePeriodSeconds;
   if (!Number.isInteger(grace) || grace < 10) err(`terminationGracePeriodSeconds must be set (>= 10 s), got ${grace}`);
@@ -210,8 +282,10 @@ function structuralErrors(docs) {
   if (ann["prometheus.io/path"] !== "/metrics") err('pod annotation prometheus.io/path must be "/metrics"');
 
   // Service: named ports, selecting the pod.
-  const svcs = byKind(docs, "Service");
-  if (svcs.length !== 1) err(`want exactly 1 Service, got ${svcs.length}`);
+  // The Service workers and staggerctl dial (a headless one is the
+  // StatefulSet's, checked above).
+  const svcs = byKind(docs, "Service").filter((x) => x.spec.clusterIP !== "None");
+  if (svcs.length !== 1) err(`want exactly 1 Service with a cluster IP, got ${svcs.length}`);
   const svc = svcs[0];
   if (svc) {
     if (!subsetOf(svc.spec.selector, tmeta.labels)) err("Service selector does not match the pod labels");
@@ -243,6 +317,46 @@ function structuralErrors(docs) {
   return errors;
 }
 
+// How the ha StatefulSet's pod template differs from the base Deployment's
+// beyond what it must add (the state flags and volume, fsGroup, the spread,
+// and time for the snapshot: a startup probe, a longer termination grace
+// with liveness to match): a list of differences, empty when the two
+// templates agree.
+const STATE_ARGS = /^--state_(file|save_interval)=/;
+function podTemplateDrift(deployment, statefulSet) {
+  const strip = (tpl) => {
+    const t = structuredClone(tpl);
+    const pod = t.spec;
+    delete pod.topologySpreadConstraints;
+    delete pod.terminationGracePeriodSeconds;
+    if (pod.securityContext) {
+      delete pod.securityContext.fsGroup;
+      delete pod.securityContext.fsGroupChangePolicy;
+    }
+    for (const c of pod.containers || []) {
+      c.args = (c.args || []).filter((a) => !STATE_ARGS.test(a));
+      c.volumeMounts = (c.volumeMounts || []).filter((m) => m.name !== "state");
+      delete c.startupProbe;
+      if (c.livenessProbe) delete c.livenessProbe.failureThreshold;
+    }
+    pod.volumes = (pod.volumes || []).filter((v) => v.name !== "state");
+    return t;
+  };
+  const a = strip(deployment.spec.template);
+  const b = strip(statefulSet.spec.template);
+  const diffs = [];
+  const walk = (x, y, at) => {
+    if (isDeepStrictEqual(x, y)) return;
+    if (x && y && typeof x === "object" && typeof y === "object" && Array.isArray(x) === Array.isArray(y)) {
+      for (const k of new Set([...Object.keys(x), ...Object.keys(y)])) walk(x[k], y[k], `${at}/${k}`);
+      return;
+    }
+    diffs.push(`${at}: Deployment ${JSON.stringify(x)}, StatefulSet ${JSON.stringify(y)}`);
+  };
+  walk(a, b, "/spec/template");
+  return diffs;
+}
+
 // A scratch kustomization in a new temporary folder. `files(dir)` returns
 // { name: contents } (it gets the folder because kustomize takes bases by
 // relative path only). Returns the folder; the caller removes it.
@@ -255,4 +369,5 @@ function scratchKustomization(files) {
 module.exports = {
   REPO, K8S, kustomize, overlays, schemaErrors, structuralErrors, protocError,
   maxEndpoints, quantityBytes, dockerfileUid, scratchKustomization, CONFIG_KEY,
+  podTemplateDrift,
 };

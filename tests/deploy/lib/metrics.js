@@ -48,6 +48,13 @@ const METRICS = {
     type: "counter",
     labels: { result: ["success", "failure"] },
   },
+  stagger_state_load_failures_total: {
+    type: "counter",
+    labels: { reason: ["missing", "unreadable", "truncated", "corrupt", "incompatible_version"] },
+  },
+  stagger_state_endpoints_restored: { type: "gauge", labels: {} },
+  stagger_state_saves_total: { type: "counter", labels: { result: ["success", "failure"] } },
+  stagger_state_last_save_timestamp_seconds: { type: "gauge", labels: {} },
   stagger_rpc_duration_seconds: { type: "histogram", labels: { method: METHODS } },
   stagger_batch_size: { type: "histogram", labels: { method: METHODS } },
   // Client side: exported by the worker processes that embed the client.

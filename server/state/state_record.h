@@ -1,0 +1,21 @@
+// StateRecord: an engine::EndpointRecord (server/engine/endpoint_record.h)
+// to and from its wire form, stagger.v1.state.Endpoint
+// (proto/stagger/v1/snapshot.proto). Field for field; instants stay
+// absolute Unix time. Reading is lenient where the engine clamps anyway
+// (an unknown breaker state or pace phase reads as the default); it never
+// fails: whether a key is acceptable is the engine's call at import.
+#ifndef STAGGER_SERVER_STATE_STATE_RECORD_H_
+#define STAGGER_SERVER_STATE_STATE_RECORD_H_
+
+#include "server/engine/endpoint_record.h"
+#include "stagger/v1/snapshot.pb.h"
+
+namespace stagger::state {
+
+// Overwrites `out` (reusing its allocations).
+void ToProto(const engine::EndpointRecord& in, v1::state::Endpoint* out);
+engine::EndpointRecord FromProto(const v1::state::Endpoint& in);
+
+}  // namespace stagger::state
+
+#endif  // STAGGER_SERVER_STATE_STATE_RECORD_H_

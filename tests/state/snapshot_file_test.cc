@@ -1,0 +1,254 @@
+// The state file's framing: a written snapshot loads back record for
+// record; and every way a file can be wrong gives its own outcome with a
+// message, never a crash, and delivers no record at all: missing,
+// unreadable, empty, cut at every length, garbage, a flipped byte, another
+// format version, a trailer that disagrees, a record that does not parse
+// under a good CRC. Writes are atomic: an abandoned write leaves the old
+// file as it was.
+#include "server/state/snapshot_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/state/crc32c.h"
+
+namespace stagger::state {
+namespace {
+
+using v1::state::Endpoint;
+
+class SnapshotFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/stagger-snapshot-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/state.snap";
+  }
+  void TearDown() override {
+    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+  }
+
+  static Endpoint Record(int i) {
+    Endpoint e;
+    e.set_key(absl::StrCat("https://hooks.example/", i));
+    e.set_last_seen_unix_nanos(1'700'000'000'000'000'000 + i);
+    e.set_retry_after_until_unix_nanos(1'700'000'030'000'000'000);
+    e.mutable_breaker()->set_state(v1::OPEN);
+    e.mutable_breaker()->set_open_until_unix_nanos(1'700'000'001'000'000'000);
+    e.mutable_breaker()->set_trips(3);
+    return e;
+  }
+  void Write(int n) {
+    auto w = SnapshotWriter::Begin(path_, 1'700'000'000'123'456'789, "test");
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < n; ++i) ASSERT_TRUE((*w)->Add(Record(i)).ok());
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  std::string Bytes() const {
+    std::ifstream in(path_, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void Put(const std::string& bytes) const {
+    std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  // Loads; checks that no record reached the sink unless loaded.
+  LoadResult Load() {
+    loaded_.clear();
+    LoadResult r = LoadSnapshot(path_, [&](const Endpoint& e) {
+      loaded_.push_back(e);
+    });
+    if (r.outcome != LoadOutcome::kLoaded) {
+      EXPECT_TRUE(loaded_.empty()) << "records delivered from a bad file";
+    }
+    EXPECT_FALSE(r.message.empty());
+    return r;
+  }
+  // A file with a correct header, CRC and trailer around `payload`.
+  static std::string Framed(const std::string& payload, uint32_t version = 1) {
+    std::string f("\x89STGSNAP", 8);
+    for (int i = 0; i < 4; ++i) f.push_back(static_cast<char>(version >> (8 * i)));
+    f.append(4, '\0');
+    f += payload;
+    const uint64_t n = payload.size();
+    for (int i = 0; i < 8; ++i) f.push_back(static_cast<char>(n >> (8 * i)));
+    const uint32_t crc = Crc32c(payload);
+    for (int i = 0; i < 4; ++i) f.push_back(static_cast<char>(crc >> (8 * i)));
+    return f + "SNAP";
+  }
+
+  std::string dir_;
+  std::string path_;
+  std::vector<Endpoint> loaded_;
+};
+
+TEST_F(SnapshotFileTest, WrittenRecordsLoadBackInOrder) {
+  Write(3);
+  const LoadResult r = Load();
+  ASSERT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  EXPECT_EQ(r.records, 3);
+  EXPECT_EQ(r.writer, "test");
+  EXPECT_EQ(r.written_unix_nanos, 1'700'000'000'123'456'789);
+  ASSERT_EQ(loaded_.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(loaded_[i].SerializeAsString(), Record(i).SerializeAsString());
+  }
+  EXPECT_NE(access((path_ + ".tmp").c_str(), F_OK), 0) << "temp file left";
+}
+
+TEST_F(SnapshotFileTest, ManyRecordsCrossTheWriteBuffer) {
+  Write(30000);  // ~2.5 MB: several 1 MiB flushes
+  const LoadResult r = Load();
+  ASSERT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  ASSERT_EQ(loaded_.size(), 30000u);
+  EXPECT_EQ(loaded_[29999].key(), "https://hooks.example/29999");
+}
+
+TEST_F(SnapshotFileTest, NoRecordsIsAValidSnapshot) {
+  Write(0);
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  EXPECT_EQ(r.records, 0);
+}
+
+TEST_F(SnapshotFileTest, Missing) {
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kMissing);
+  EXPECT_NE(r.message.find(path_), std::string::npos) << r.message;
+}
+
+TEST_F(SnapshotFileTest, UnreadableWhenADirectory) {
+  ASSERT_EQ(mkdir(path_.c_str(), 0755), 0);
+  EXPECT_EQ(Load().outcome, LoadOutcome::kUnreadable);
+}
+
+TEST_F(SnapshotFileTest, EmptyFileIsTruncated) {
+  Put("");
+  EXPECT_EQ(Load().outcome, LoadOutcome::kTruncated);
+}
+
+TEST_F(SnapshotFileTest, CutAtEveryLengthIsTruncated) {
+  Write(4);
+  const std::string whole = Bytes();
+  for (size_t n = 0; n < whole.size(); ++n) {
+    Put(whole.substr(0, n));
+    const LoadResult r = Load();
+    EXPECT_EQ(r.outcome, LoadOutcome::kTruncated)
+        << "cut at " << n << " of " << whole.size() << ": " << r.message;
+  }
+}
+
+TEST_F(SnapshotFileTest, GarbageIsCorrupt) {
+  Put("default_policy { backoff { max_attempts: 3 } }\n");
+  LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kCorrupt);
+  EXPECT_NE(r.message.find("not a Stagger snapshot"), std::string::npos)
+      << r.message;
+  std::string noise;
+  for (int i = 0; i < 4096; ++i) noise.push_back(static_cast<char>(i * 131 + 7));
+  Put(noise);
+  EXPECT_EQ(Load().outcome, LoadOutcome::kCorrupt);
+}
+
+TEST_F(SnapshotFileTest, AFlippedPayloadByteFailsTheCrc) {
+  Write(4);
+  std::string bytes = Bytes();
+  bytes[kSnapshotHeaderBytes + 30] ^= 0x20;
+  Put(bytes);
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kCorrupt);
+  EXPECT_NE(r.message.find("CRC-32C mismatch"), std::string::npos) << r.message;
+}
+
+TEST_F(SnapshotFileTest, AnotherFormatVersionIsIncompatible) {
+  Write(2);
+  std::string bytes = Bytes();
+  bytes[8] = 2;
+  Put(bytes);
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kIncompatibleVersion);
+  EXPECT_NE(r.message.find("format version 2"), std::string::npos) << r.message;
+}
+
+TEST_F(SnapshotFileTest, TrailerLengthDisagreeingWithTheFileIsCorrupt) {
+  Write(2);
+  std::string bytes = Bytes();
+  bytes.insert(kSnapshotHeaderBytes, "xx");
+  Put(bytes);
+  EXPECT_EQ(Load().outcome, LoadOutcome::kCorrupt);
+}
+
+TEST_F(SnapshotFileTest, UnparsableRecordUnderAGoodCrcIsCorrupt) {
+  // Field 15 (an endpoint), 3 bytes that are not an Endpoint message; the
+  // record before it is good, and must not be delivered either.
+  std::string good;
+  Record(1).AppendToString(&good);
+  std::string payload = "\x7a";
+  payload.push_back(static_cast<char>(good.size()));
+  payload += good;
+  payload += std::string("\x7a\x03\xff\xff\xff", 5);
+  Put(Framed(payload));
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kCorrupt) << r.message;
+  EXPECT_NE(r.message.find("unparsable endpoint"), std::string::npos)
+      << r.message;
+}
+
+TEST_F(SnapshotFileTest, OversizedFieldIsCorrupt) {
+  // Field 15 claiming 2 MiB (varint 0x80 0x80 0x80 0x01).
+  Put(Framed(std::string("\x7a\x80\x80\x80\x01", 5)));
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kCorrupt);
+  EXPECT_NE(r.message.find("limit"), std::string::npos) << r.message;
+}
+
+TEST_F(SnapshotFileTest, FieldsOfANewerWriterAreSkipped) {
+  // Field 3 (varint) and field 4 (bytes) are unknown to this reader.
+  std::string rec;
+  Record(7).AppendToString(&rec);
+  std::string payload = std::string("\x18\x2a\x22\x03" "abc", 7);
+  payload += "\x7a";
+  payload.push_back(static_cast<char>(rec.size()));
+  payload += rec;
+  Put(Framed(payload));
+  const LoadResult r = Load();
+  ASSERT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  ASSERT_EQ(loaded_.size(), 1u);
+  EXPECT_EQ(loaded_[0].key(), "https://hooks.example/7");
+}
+
+TEST_F(SnapshotFileTest, AnAbandonedWriteLeavesTheOldFile) {
+  Write(2);
+  const std::string before = Bytes();
+  {
+    auto w = SnapshotWriter::Begin(path_, 1, "abandoned");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add(Record(9)).ok());
+  }  // destroyed without Commit
+  EXPECT_EQ(Bytes(), before);
+  EXPECT_NE(access((path_ + ".tmp").c_str(), F_OK), 0) << "temp file left";
+  Write(5);
+  EXPECT_EQ(Load().records, 5);
+}
+
+TEST_F(SnapshotFileTest, WriterInAMissingFolderSaysWhere) {
+  path_ = dir_ + "/no/such/folder/state.snap";
+  auto w = SnapshotWriter::Begin(path_, 1, "x");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find(path_), std::string::npos)
+      << w.status();
+}
+
+}  // namespace
+}  // namespace stagger::state

@@ -1,0 +1,205 @@
+// StateKeeper with a real engine on a fake clock: what one engine saved,
+// another restores at the same instants; state idle past the eviction age
+// at load is dropped; a bad file leaves the engine empty and is counted by
+// reason; a failed save is counted and leaves the previous snapshot; Stop()
+// saves exactly once. And the metric's reasons are the load outcomes'.
+#include "server/state/state_keeper.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "server/engine/engine.h"
+#include "server/engine/random.h"
+#include "server/metrics/server_metrics.h"
+#include "tests/testing/fake_clock.h"
+
+namespace stagger::state {
+namespace {
+
+using engine::Outcome;
+
+engine::EngineConfig Config() {
+  engine::EngineConfig c;
+  c.default_policy.breaker.consecutive_failures = 3;
+  c.default_policy.breaker.open_base = absl::Seconds(600);
+  c.default_policy.breaker.open_max = absl::Seconds(3600);
+  c.default_policy.backoff.retry_after_max = absl::Hours(1);
+  return c;
+}
+
+class StateKeeperTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/stagger-keeper-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/state.snap";
+  }
+  void TearDown() override {
+    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+  }
+  std::unique_ptr<engine::Engine> NewEngine(engine::EngineConfig c = Config()) {
+    return std::make_unique<engine::Engine>(std::move(c), &clock_, &random_);
+  }
+  StateKeeper::Options Options() {
+    StateKeeper::Options o;
+    o.path = path_;
+    o.writer = "test";
+    o.metrics = &metrics_;
+    o.log = [this](const std::string& line) { log_.push_back(line); };
+    return o;
+  }
+  void Report(engine::Engine& e, const std::string& ep, Outcome o,
+              std::optional<absl::Duration> retry_after = std::nullopt) {
+    engine::ReportInput in;
+    in.endpoint = ep;
+    in.attempt = 1;
+    in.outcome = o;
+    in.retry_after = retry_after;
+    ASSERT_TRUE(e.Report(in).ok());
+  }
+  // Trips "broken" and gives "pacing" a 1 h Retry-After window.
+  void Teach(engine::Engine& e) {
+    for (int i = 0; i < 3; ++i) Report(e, "broken", Outcome::kRetryableFailure);
+    Report(e, "pacing", Outcome::kRateLimited, absl::Hours(1));
+  }
+  double Metric(const std::string& name, const std::string& label = "") {
+    const std::string text =
+        prometheus::TextSerializer().Serialize(registry_.Collect());
+    const std::string key = label.empty() ? name + " " : name + "{" + label + "} ";
+    const size_t at = text.find("\n" + key);
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + key.size() + 1));
+  }
+
+  testing::FakeClock clock_;
+  engine::SeededRandom random_{11};
+  prometheus::Registry registry_;
+  metrics::ServerMetrics metrics_{registry_, 8};
+  std::string dir_;
+  std::string path_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(StateKeeperTest, WhatOneEngineSavedAnotherRestoresAtTheSameInstants) {
+  auto first = NewEngine();
+  Teach(*first);
+  const auto broken = first->Inspect("broken");
+  const auto pacing = first->Inspect("pacing");
+  ASSERT_EQ(broken->breaker_state, engine::BreakerState::kOpen);
+  {
+    StateKeeper keeper(first.get(), &clock_, Options());
+    ASSERT_TRUE(keeper.SaveNow().ok());
+  }
+  clock_.Advance(absl::Seconds(7));  // the restart
+  auto second = NewEngine();
+  StateKeeper keeper(second.get(), &clock_, Options());
+  const StateKeeper::LoadSummary s = keeper.Load();
+  EXPECT_EQ(s.outcome, LoadOutcome::kLoaded);
+  EXPECT_EQ(s.import.restored, 2);
+  const auto b = second->Inspect("broken");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->breaker_state, engine::BreakerState::kOpen);
+  EXPECT_EQ(b->open_until, broken->open_until);
+  EXPECT_EQ(b->consecutive_trips, 1);
+  const auto p = second->Inspect("pacing");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->retry_after_until, pacing->retry_after_until);
+  EXPECT_EQ(second->Stats().tracked, 2);
+  EXPECT_EQ(second->Stats().by_breaker_state[static_cast<int>(
+                engine::BreakerState::kOpen)],
+            1);
+  EXPECT_EQ(Metric("stagger_state_endpoints_restored"), 2);
+  // The breaker half-opens at exactly the instant it was given.
+  clock_.Set(broken->open_until - absl::Nanoseconds(1));
+  engine::AdmitInput in;
+  in.endpoint = "broken";
+  in.attempt = 2;
+  EXPECT_EQ(second->Admit(in)->reason, engine::Reason::kCircuitOpen);
+  clock_.Set(broken->open_until);
+  EXPECT_EQ(second->Admit(in)->reason, engine::Reason::kHalfOpenProbe);
+}
+
+TEST_F(StateKeeperTest, StateIdlePastTheEvictionAgeIsDropped) {
+  auto first = NewEngine();
+  Teach(*first);
+  clock_.Advance(absl::Minutes(6));
+  Report(*first, "recent", Outcome::kRetryableFailure);
+  StateKeeper(first.get(), &clock_, Options()).SaveNow().IgnoreError();
+  clock_.Advance(absl::Minutes(5));  // broken/pacing: 11 min idle; recent: 5
+  auto second = NewEngine();  // idle_eviction: 10 min (default)
+  const auto s = StateKeeper(second.get(), &clock_, Options()).Load();
+  EXPECT_EQ(s.import.restored, 1);
+  EXPECT_EQ(s.import.stale, 2);
+  EXPECT_TRUE(second->Inspect("recent").ok());
+  EXPECT_FALSE(second->Inspect("broken").ok());
+}
+
+TEST_F(StateKeeperTest, BadFileLeavesTheEngineEmptyAndIsCounted) {
+  std::ofstream(path_) << "garbage";
+  auto e = NewEngine();
+  const auto s = StateKeeper(e.get(), &clock_, Options()).Load();
+  EXPECT_EQ(s.outcome, LoadOutcome::kCorrupt);
+  EXPECT_EQ(e->Stats().tracked, 0);
+  EXPECT_EQ(Metric("stagger_state_load_failures_total", "reason=\"corrupt\""), 1);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("starting with fresh state"), std::string::npos)
+      << log_.back();
+}
+
+TEST_F(StateKeeperTest, MissingFileIsCountedAsMissing) {
+  auto e = NewEngine();
+  EXPECT_EQ(StateKeeper(e.get(), &clock_, Options()).Load().outcome,
+            LoadOutcome::kMissing);
+  EXPECT_EQ(Metric("stagger_state_load_failures_total", "reason=\"missing\""), 1);
+}
+
+TEST_F(StateKeeperTest, FailedSaveIsCountedAndKeepsThePreviousSnapshot) {
+  auto e = NewEngine();
+  Teach(*e);
+  StateKeeper::Options o = Options();
+  o.path = dir_ + "/missing-folder/state.snap";
+  StateKeeper keeper(e.get(), &clock_, o);
+  EXPECT_FALSE(keeper.SaveNow().ok());
+  EXPECT_EQ(Metric("stagger_state_saves_total", "result=\"failure\""), 1);
+  EXPECT_EQ(Metric("stagger_state_last_save_timestamp_seconds"), 0);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("missing-folder"), std::string::npos);
+}
+
+TEST_F(StateKeeperTest, StopSavesOnceAfterThePeriodicThread) {
+  auto e = NewEngine();
+  Teach(*e);
+  StateKeeper::Options o = Options();
+  o.save_interval = absl::Hours(1);  // only Stop() saves
+  StateKeeper keeper(e.get(), &clock_, o);
+  keeper.Start();
+  keeper.Stop();
+  keeper.Stop();
+  EXPECT_EQ(Metric("stagger_state_saves_total", "result=\"success\""), 1);
+  auto again = NewEngine();
+  EXPECT_EQ(StateKeeper(again.get(), &clock_, Options()).Load().import.restored, 2);
+}
+
+TEST(StateKeeperMetrics, FailureReasonsAreTheLoadOutcomes) {
+  std::set<std::string> outcomes;
+  for (int o = 0; o < kNumLoadOutcomes; ++o) {
+    if (static_cast<LoadOutcome>(o) == LoadOutcome::kLoaded) continue;
+    outcomes.insert(LoadOutcomeName(static_cast<LoadOutcome>(o)));
+  }
+  const std::set<std::string> reasons(
+      metrics::ServerMetrics::kStateLoadFailureReasons.begin(),
+      metrics::ServerMetrics::kStateLoadFailureReasons.end());
+  EXPECT_EQ(reasons, outcomes);
+}
+
+}  // namespace
+}  // namespace stagger::state
