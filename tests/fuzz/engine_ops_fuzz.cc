@@ -45,8 +45,9 @@ absl::Duration DurationIn(ByteReader& in, const engine::DurationRange& r) {
                                        absl::ToInt64Milliseconds(r.hi)));
 }
 
-// A policy with every field drawn inside its range, then the cross-field
-// rules (cap >= base, open_max >= open_base) met by raising the second.
+// A policy with every field drawn inside its range, the cross-field rules
+// met: cap >= base, open_max >= open_base (by raising the second),
+// close_after_successes <= half_open_probes (drawn below it).
 engine::PolicyParams FuzzPolicy(ByteReader& in) {
   namespace rg = engine::ranges;
   engine::PolicyParams p;
@@ -66,7 +67,8 @@ engine::PolicyParams FuzzPolicy(ByteReader& in) {
   p.breaker.open_max =
       std::max(p.breaker.open_base, DurationIn(in, rg::kBreakerOpenMax));
   p.breaker.half_open_probes = static_cast<int>(in.InRange(1, 4));
-  p.breaker.close_after_successes = static_cast<int>(in.InRange(1, 3));
+  p.breaker.close_after_successes =
+      static_cast<int>(in.InRange(1, p.breaker.half_open_probes));
   p.budget.ratio = static_cast<double>(in.InRange(0, 100)) / 100.0;
   p.budget.min_retries_per_second = static_cast<double>(in.InRange(0, 10));
   p.deferral.spread = DurationIn(in, rg::kDeferralSpread);
