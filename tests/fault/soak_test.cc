@@ -98,6 +98,18 @@ int64_t RssBytes(pid_t pid) {
   return 0;
 }
 
+// ListEndpoints' total_tracked; -1 on error.
+int64_t TotalTracked(const std::string& target) {
+  auto stub = v1::RetryCoordinator::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::ListEndpointsRequest req;
+  req.set_page_size(1);
+  v1::ListEndpointsResponse resp;
+  return stub->ListEndpoints(&ctx, req, &resp).ok() ? resp.total_tracked() : -1;
+}
+
 class Soaker {
  public:
   Soaker(std::shared_ptr<grpc::Channel> channel, absl::Time start)
@@ -247,6 +259,12 @@ TEST(SoakTest, MixedLoadReloadsAndChurnStayFlat) {
   stop.store(true);
   for (auto& t : threads) t.join();
   ASSERT_FALSE((*server)->exited()) << "staggerd died:\n" << (*server)->output();
+  // The table stayed within max_endpoints (2000 or 1500: a lower limit
+  // from a reload is reached by eviction, so 2000 bounds both) though
+  // ~1000 new endpoints came every second.
+  const int64_t tracked = TotalTracked((*server)->target());
+  EXPECT_GE(tracked, 1);
+  EXPECT_LE(tracked, 2000);
   const size_t reloads_seen = [&] {
     size_t n = 0, at = 0;
     const std::string out = (*server)->output();
@@ -270,13 +288,14 @@ TEST(SoakTest, MixedLoadReloadsAndChurnStayFlat) {
                "soak %s: %lld calls, %lld errors, %d config writes (%zu "
                "reloads logged); RSS peak %.1f MiB in the middle third, "
                "%.1f MiB in the last (allowed %.1f MiB); first sample "
-               "%.1f MiB\n",
+               "%.1f MiB; %lld endpoints tracked at the end\n",
                absl::FormatDuration(duration).c_str(),
                static_cast<long long>(soaker.calls()),
                static_cast<long long>(soaker.errors()), generation,
                reloads_seen, reference / 1048576.0, final_peak / 1048576.0,
                (reference + tolerance) / 1048576.0,
-               rss.empty() ? 0.0 : rss.front().second / 1048576.0);
+               rss.empty() ? 0.0 : rss.front().second / 1048576.0,
+               static_cast<long long>(tracked));
   EXPECT_EQ(soaker.errors(), 0) << soaker.first_error();
   EXPECT_GT(soaker.calls(), 1000);
   EXPECT_GT(generation, 3);
