@@ -1,6 +1,8 @@
 // The gRPC server settings staggerd runs with, in one place so that the
-// benchmark's no-op service (bench/) runs on exactly the same stack and the
-// load generator measures the ceiling of this set-up, not of another.
+// benchmark's no-op service (bench/) runs with exactly the same settings and
+// the load generator measures the ceiling of this set-up, not of another.
+// (The no-op service's methods are typed, staggerd's raw: see
+// coordinator_service.h; both put a call's messages on one arena.)
 //
 // TransportLimits are the per-connection and per-process bounds a client
 // (buggy or hostile) meets before any handler runs; each is chosen on
