@@ -41,22 +41,48 @@ absl::Duration ParseDeltaSeconds(absl::string_view digits) {
   return absl::Seconds(v);
 }
 
-// The three HTTP-date forms, UTC ("GMT" is required by the grammar).
+// Whether `s` has the shape of `pattern`: 'A' a letter, 'D' a digit, '_' a
+// digit or a space, any other character itself.
+bool HasShape(absl::string_view s, absl::string_view pattern) {
+  if (s.size() != pattern.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool ok = pattern[i] == 'A'   ? absl::ascii_isalpha(c)
+                    : pattern[i] == 'D' ? absl::ascii_isdigit(c)
+                    : pattern[i] == '_' ? (c == ' ' || absl::ascii_isdigit(c))
+                                        : c == pattern[i];
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The three HTTP-date forms, UTC ("GMT" is required by the grammar). Each
+// is checked for its exact shape first: absl::ParseTime is lenient (any
+// run of spaces, one-digit fields, short years: "Sun Nov 6 0:49:394" would
+// be year 4) and accepts "infinite-future" / "infinite-past" whatever the
+// format (both found by tests/fuzz/retry_after_fuzz.cc).
 std::optional<absl::Time> ParseHttpDate(absl::string_view s) {
-  static constexpr const char* kFormats[] = {
-      "%a, %d %b %Y %H:%M:%S GMT",  // IMF-fixdate
-      "%A, %d-%b-%y %H:%M:%S GMT",  // RFC 850
-      "%a %b %e %H:%M:%S %Y",       // asctime
-  };
-  const std::string input(s);
-  for (const char* format : kFormats) {
-    absl::Time t;
-    std::string err;
-    if (absl::ParseTime(format, input, absl::UTCTimeZone(), &t, &err)) {
-      return t;
+  const char* format = nullptr;
+  if (HasShape(s, "AAA, DD AAA DDDD DD:DD:DD GMT")) {
+    format = "%a, %d %b %Y %H:%M:%S GMT";  // IMF-fixdate
+  } else if (HasShape(s, "AAA AAA _D DD:DD:DD DDDD")) {
+    format = "%a %b %e %H:%M:%S %Y";  // asctime
+  } else {
+    // RFC 850: a whole day name, then a fixed shape.
+    const size_t comma = s.find(',');
+    if (comma != absl::string_view::npos && comma >= 6 &&
+        HasShape(s.substr(0, comma), std::string(comma, 'A')) &&
+        HasShape(s.substr(comma), ", DD-AAA-DD DD:DD:DD GMT")) {
+      format = "%A, %d-%b-%y %H:%M:%S GMT";
     }
   }
-  return std::nullopt;
+  absl::Time t;
+  std::string err;
+  if (format == nullptr ||
+      !absl::ParseTime(format, std::string(s), absl::UTCTimeZone(), &t, &err)) {
+    return std::nullopt;
+  }
+  return t;
 }
 
 }  // namespace

@@ -15,6 +15,10 @@
 //                      or missing file is logged and counted, and the server
 //                      starts fresh), saved periodically and after draining
 //   --state_save_interval  how often (default 30s)
+//   --max_receive_message_bytes, --max_concurrent_streams,
+//   --min_ping_interval, --permit_pings_without_calls, --max_ping_strikes,
+//   --max_connection_age, --max_connection_age_grace, --memory_quota_bytes
+//                      transport limits (server/transport_flags.h)
 //
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
 // (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
@@ -49,6 +53,7 @@
 #include "server/service/coordinator_service.h"
 #include "server/service/server_setup.h"
 #include "server/state/state_keeper.h"
+#include "server/transport_flags.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address");
 ABSL_FLAG(std::string, config, "",
@@ -115,6 +120,11 @@ sigset_t HandledSignals() {
 
 int Run() {
   const sigset_t signals = HandledSignals();
+  const service::TransportLimits limits = TransportLimitsFromFlags();
+  if (absl::Status s = service::ValidateTransportLimits(limits); !s.ok()) {
+    Log(absl::StrCat("refusing to start: bad transport limits:\n", s.message()));
+    return 2;
+  }
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   engine::EngineConfig config = config::DefaultEngineConfig();
@@ -169,7 +179,7 @@ int Run() {
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
   absl::StatusOr<std::unique_ptr<grpc::Server>> started_server =
-      service::StartServer(address, &service, &port);
+      service::StartServer(address, &service, &port, limits);
   if (!started_server.ok()) {
     Log(std::string(started_server.status().message()));
     return 1;

@@ -3,9 +3,11 @@
 // the call ends. A batch request parses into ~2 heap allocations per item
 // (the item and its key string) and its answer builds 2 more (the decision
 // and its Duration); on an arena they are a few block allocations per call.
-// staggerd and the benchmark's no-op service (which finds this header with
-// __has_include) install it on the same methods, so both run on the same
-// stack. Thread-safe; must outlive the server.
+// The benchmark's no-op service (which finds this header with
+// __has_include) installs it on its typed methods; staggerd's service
+// registers its methods raw and parses onto an arena per call with the same
+// block sizes (coordinator_service.cc), so both allocate alike.
+// Thread-safe; must outlive the server.
 #ifndef STAGGER_SERVER_SERVICE_ARENA_ALLOCATOR_H_
 #define STAGGER_SERVER_SERVICE_ARENA_ALLOCATOR_H_
 

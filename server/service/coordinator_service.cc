@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "server/service/proto_convert.h"
 
 namespace stagger::service {
@@ -18,17 +20,29 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+// One arena per call: a unary call fits in its first block, a batch of 100
+// in a few (a batch request parses into ~2 allocations per item).
+google::protobuf::ArenaOptions CallArenaOptions() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 4096;
+  o.max_block_size = 65536;
+  return o;
+}
+
+// Parses the request bytes; false if they are not a valid `Request`.
+template <typename Request>
+bool ParseRequest(const grpc::ByteBuffer& bytes, Request* req) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes it
+  grpc::ProtoBufferReader reader(&copy);
+  return req->ParseFromZeroCopyStream(&reader) && reader.status().ok();
+}
+
 }  // namespace
 
 CoordinatorService::CoordinatorService(engine::Engine* engine,
                                        metrics::ServerMetrics* metrics,
                                        const engine::Clock* clock)
-    : engine_(engine), metrics_(metrics), clock_(clock) {
-  SetMessageAllocatorFor_Admit(&admit_alloc_);
-  SetMessageAllocatorFor_Report(&report_alloc_);
-  SetMessageAllocatorFor_AdmitBatch(&admit_batch_alloc_);
-  SetMessageAllocatorFor_ReportBatch(&report_batch_alloc_);
-}
+    : engine_(engine), metrics_(metrics), clock_(clock) {}
 
 absl::Status CoordinatorService::CheckBatchSize(int size) const {
   const int max = engine_->max_batch_size();
@@ -151,48 +165,76 @@ grpc::Status CoordinatorService::DoListEndpoints(
   return grpc::Status::OK;
 }
 
-// Reactor entry points: time the call, run the logic, finish inline.
+// Reactor entry points: time the call, parse, run the logic, serialize,
+// finish inline.
+
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* CoordinatorService::Serve(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp, ServerMetrics::Method method,
+    grpc::Status (CoordinatorService::*logic)(const Request&, Response*)) {
+  ScopedRpcTimer timer(metrics_, method);
+  google::protobuf::Arena arena(CallArenaOptions());
+  Request* request = google::protobuf::Arena::CreateMessage<Request>(&arena);
+  if (!ParseRequest(*req, request)) {
+    return FinishWith(
+        ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("request: ", req->Length(),
+                                       " bytes that are not a valid ",
+                                       Request::descriptor()->full_name(),
+                                       " (malformed protobuf, or a string "
+                                       "field that is not UTF-8)")));
+  }
+  Response* response = google::protobuf::Arena::CreateMessage<Response>(&arena);
+  grpc::Status status = (this->*logic)(*request, response);
+  if (status.ok()) {
+    bool own_buffer = false;
+    status = grpc::SerializationTraits<Response>::Serialize(*response, resp,
+                                                            &own_buffer);
+  }
+  return FinishWith(ctx, status);
+}
 
 grpc::ServerUnaryReactor* CoordinatorService::Admit(
-    grpc::CallbackServerContext* ctx, const v1::AdmitRequest* req,
-    v1::AdmitResponse* resp) {
-  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kAdmit);
-  return FinishWith(ctx, DoAdmit(*req, resp));
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  return Serve(ctx, req, resp, ServerMetrics::Method::kAdmit,
+               &CoordinatorService::DoAdmit);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Report(
-    grpc::CallbackServerContext* ctx, const v1::ReportRequest* req,
-    v1::ReportResponse* resp) {
-  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kReport);
-  return FinishWith(ctx, DoReport(*req, resp));
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  return Serve(ctx, req, resp, ServerMetrics::Method::kReport,
+               &CoordinatorService::DoReport);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::AdmitBatch(
-    grpc::CallbackServerContext* ctx, const v1::AdmitBatchRequest* req,
-    v1::AdmitBatchResponse* resp) {
-  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kAdmitBatch);
-  return FinishWith(ctx, DoAdmitBatch(*req, resp));
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  return Serve(ctx, req, resp, ServerMetrics::Method::kAdmitBatch,
+               &CoordinatorService::DoAdmitBatch);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ReportBatch(
-    grpc::CallbackServerContext* ctx, const v1::ReportBatchRequest* req,
-    v1::ReportBatchResponse* resp) {
-  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kReportBatch);
-  return FinishWith(ctx, DoReportBatch(*req, resp));
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  return Serve(ctx, req, resp, ServerMetrics::Method::kReportBatch,
+               &CoordinatorService::DoReportBatch);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetEndpoint(
-    grpc::CallbackServerContext* ctx, const v1::GetEndpointRequest* req,
-    v1::GetEndpointResponse* resp) {
-  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kGetEndpoint);
-  return FinishWith(ctx, DoGetEndpoint(*req, resp));
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  return Serve(ctx, req, resp, ServerMetrics::Method::kGetEndpoint,
+               &CoordinatorService::DoGetEndpoint);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListEndpoints(
-    grpc::CallbackServerContext* ctx, const v1::ListEndpointsRequest* req,
-    v1::ListEndpointsResponse* resp) {
-  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kListEndpoints);
-  return FinishWith(ctx, DoListEndpoints(*req, resp));
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  return Serve(ctx, req, resp, ServerMetrics::Method::kListEndpoints,
+               &CoordinatorService::DoListEndpoints);
 }
 
 }  // namespace stagger::service

@@ -2,6 +2,14 @@
 // the callback API (no thread per call; every handler finishes inline: the
 // engine never blocks beyond a shard lock).
 //
+// Every method is registered raw (request and response as bytes): the
+// service parses the request itself, so bytes that are not a valid message
+// (malformed protobuf, or a string field that is not UTF-8) are answered
+// INVALID_ARGUMENT "request: ..." naming the message type. (With typed
+// callback methods gRPC 1.51 answers them UNIMPLEMENTED with an empty
+// message, which tells a client author nothing.) Messages live on one
+// protobuf Arena per call.
+//
 // It validates requests (wire-level checks here, range checks in the
 // engine, all as INVALID_ARGUMENT naming the field, "items[i]." first for a
 // batch item), maps proto <-> engine values, and records each decision in
@@ -16,13 +24,20 @@
 #include "server/engine/clock.h"
 #include "server/engine/engine.h"
 #include "server/metrics/server_metrics.h"
-#include "server/service/arena_allocator.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 namespace stagger::service {
 
-class CoordinatorService final
-    : public v1::RetryCoordinator::CallbackService {
+// Every method of stagger.v1.RetryCoordinator, registered raw.
+using RawCoordinatorService = v1::RetryCoordinator::WithRawCallbackMethod_Admit<
+    v1::RetryCoordinator::WithRawCallbackMethod_Report<
+        v1::RetryCoordinator::WithRawCallbackMethod_AdmitBatch<
+            v1::RetryCoordinator::WithRawCallbackMethod_ReportBatch<
+                v1::RetryCoordinator::WithRawCallbackMethod_GetEndpoint<
+                    v1::RetryCoordinator::WithRawCallbackMethod_ListEndpoints<
+                        v1::RetryCoordinator::Service>>>>>>;
+
+class CoordinatorService final : public RawCoordinatorService {
  public:
   // ListEndpoints page sizes: 0 means kDefaultPageSize; at most kMaxPageSize.
   static constexpr int kDefaultPageSize = 100;
@@ -32,25 +47,25 @@ class CoordinatorService final
                      const engine::Clock* clock);
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
-                                  const v1::AdmitRequest* req,
-                                  v1::AdmitResponse* resp) override;
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
-                                   const v1::ReportRequest* req,
-                                   v1::ReportResponse* resp) override;
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* AdmitBatch(grpc::CallbackServerContext* ctx,
-                                       const v1::AdmitBatchRequest* req,
-                                       v1::AdmitBatchResponse* resp) override;
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ReportBatch(grpc::CallbackServerContext* ctx,
-                                        const v1::ReportBatchRequest* req,
-                                        v1::ReportBatchResponse* resp) override;
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* GetEndpoint(grpc::CallbackServerContext* ctx,
-                                        const v1::GetEndpointRequest* req,
-                                        v1::GetEndpointResponse* resp) override;
-  grpc::ServerUnaryReactor* ListEndpoints(
-      grpc::CallbackServerContext* ctx, const v1::ListEndpointsRequest* req,
-      v1::ListEndpointsResponse* resp) override;
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ListEndpoints(grpc::CallbackServerContext* ctx,
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
 
-  // The handlers' logic without the reactor, for tests and in-process use.
+  // The handlers' logic on parsed messages, for tests and in-process use.
   grpc::Status DoAdmit(const v1::AdmitRequest& req, v1::AdmitResponse* resp);
   grpc::Status DoReport(const v1::ReportRequest& req,
                         v1::ReportResponse* resp);
@@ -65,6 +80,13 @@ class CoordinatorService final
 
  private:
   absl::Status CheckBatchSize(int size) const;
+  // One raw call: parse `req` as Request (INVALID_ARGUMENT if it does not
+  // parse), run `logic`, serialize its Response into `resp`, finish.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Serve(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+      grpc::ByteBuffer* resp, metrics::ServerMetrics::Method method,
+      grpc::Status (CoordinatorService::*logic)(const Request&, Response*));
   template <typename Input, typename Request, typename Response>
   grpc::Status DoBatch(
       const Request& req, Response* resp, metrics::ServerMetrics::Method method,
@@ -75,13 +97,6 @@ class CoordinatorService final
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
   const engine::Clock* clock_;
-  // Per-call arenas for the decision methods' messages.
-  ArenaMessageAllocator<v1::AdmitRequest, v1::AdmitResponse> admit_alloc_;
-  ArenaMessageAllocator<v1::ReportRequest, v1::ReportResponse> report_alloc_;
-  ArenaMessageAllocator<v1::AdmitBatchRequest, v1::AdmitBatchResponse>
-      admit_batch_alloc_;
-  ArenaMessageAllocator<v1::ReportBatchRequest, v1::ReportBatchResponse>
-      report_batch_alloc_;
 };
 
 }  // namespace stagger::service

@@ -105,6 +105,20 @@ TEST(ParseRetryAfterTest, Table) {
       {"Thu, 01 Jan 2026 25:00:00 GMT", std::nullopt},   // bad hour
       {"Thu, 01 Jan 2026", std::nullopt},                // truncated
       {"Thu, 01 Jan 2026 00:00:30 GMT trailing", std::nullopt},
+      // absl::ParseTime's own literals, which it accepts whatever the
+      // format (found by the retry_after fuzz target): not HTTP-dates
+      {"infinite-past", std::nullopt},
+      {"infinite-future", std::nullopt},
+      {"infinite-past   ", std::nullopt},
+      // absl::ParseTime's leniency (also found by the fuzz target): any run
+      // of spaces, one-digit fields, a year that is not four digits
+      {"Sun Nov \t\t\t 6 0:49:394", std::nullopt},
+      {"Thu Jan  1 00:02:00 26", std::nullopt},
+      {"Thu,  01 Jan 2026 00:00:30 GMT", std::nullopt},
+      {"Thu, 1 Jan 2026 00:00:30 GMT", std::nullopt},
+      {"Thu, 01 Jan 2026 0:00:30 GMT", std::nullopt},
+      {"Thu Jan 01 00:02:00 2026", absl::Seconds(120)},  // asctime, 2 digits
+      {"Thu, 01-Jan-26 00:01:00 GMT", std::nullopt},     // RFC 850, short day
   };
   for (const Case& c : cases) {
     const std::optional<absl::Duration> got = ParseRetryAfter(c.header, now);

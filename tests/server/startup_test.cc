@@ -8,6 +8,7 @@
 //   gRPC port taken      -> exit 1, "cannot listen on <address>" (also when
 //                           the port is held by another staggerd)
 //   metrics port taken   -> exit 1, "cannot serve metrics"
+//   bad transport limit  -> exit 2, each flag named with its range
 #include <memory>
 #include <string>
 #include <vector>
@@ -164,6 +165,33 @@ TEST(StartupTest, MissingConfigFileExitsNonZeroNamingTheFile) {
   EXPECT_NE(code, -1);
   EXPECT_THAT(err, HasSubstr(file));
   EXPECT_THAT(err, Not(HasSubstr("listening on")));
+}
+
+TEST(StartupTest, BadTransportLimitsExitTwoNamingEachFlag) {
+  std::string err;
+  const int code = ExitCodeOf(
+      {"--address=127.0.0.1:0", "--metrics_address=",
+       "--max_concurrent_streams=0", "--max_connection_age=10ms"},
+      &err);
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("refusing to start: bad transport limits"));
+  EXPECT_THAT(err, HasSubstr("--max_concurrent_streams: must be in [1, 1000000], got 0"));
+  EXPECT_THAT(err, HasSubstr("--max_connection_age: must be in [1s, 720h], got 10ms"));
+  EXPECT_THAT(err, Not(HasSubstr("listening on")));
+}
+
+TEST(StartupTest, TransportLimitFlagsAreAccepted) {
+  auto d = StaggerdProcess::Start(
+      STAGGERD_PATH,
+      {"--address=127.0.0.1:0", "--metrics_address=",
+       "--max_receive_message_bytes=1048576", "--max_concurrent_streams=100",
+       "--min_ping_interval=30s", "--permit_pings_without_calls=false",
+       "--max_ping_strikes=3", "--max_connection_age=0",
+       "--max_connection_age_grace=5s", "--memory_quota_bytes=268435456"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<int> code = (*d)->Terminate();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
 }
 
 TEST(StartupTest, BusyGrpcPortExitsOneWithAClearMessage) {

@@ -11,9 +11,12 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -602,17 +605,62 @@ INSTANTIATE_TEST_SUITE_P(
     Table, BadBatchItemTest, ::testing::ValuesIn(BadItems()),
     [](const ::testing::TestParamInfo<BadItem>& i) { return i.param.name; });
 
+// Request bytes that do not parse as the method's message reach the
+// service as bytes (its methods are registered raw), so they are answered
+// INVALID_ARGUMENT naming the message type. (Typed callback methods would
+// get gRPC 1.51's UNIMPLEMENTED with an empty message.) No state changes
+// and the server answers the next call.
+grpc::Status RawCall(ServiceHarness& h, const std::string& method,
+                     const std::string& bytes) {
+  grpc::GenericStub stub(h.channel());
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer req(&slice, 1);
+  grpc::ByteBuffer resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, absl::StrCat("/stagger.v1.RetryCoordinator/", method),
+                 grpc::StubOptions(), &req, &resp, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return status;
+}
+
+TEST(BadInputTest, UnparsableRequestBytesAreInvalidArgumentNamingTheMessage) {
+  ServiceHarness h;
+  const std::pair<const char*, const char*> methods[] = {
+      {"Admit", "AdmitRequest"},           {"Report", "ReportRequest"},
+      {"AdmitBatch", "AdmitBatchRequest"}, {"ReportBatch", "ReportBatchRequest"},
+      {"GetEndpoint", "GetEndpointRequest"},
+      {"ListEndpoints", "ListEndpointsRequest"}};
+  for (const auto& [method, message] : methods) {
+    // A field tag whose varint never ends: not a protobuf message.
+    const grpc::Status s = RawCall(h, method, "\x08\xff\xff\xff");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << Describe(s);
+    EXPECT_EQ(s.error_message(),
+              absl::StrCat("request: 4 bytes that are not a valid stagger.v1.",
+                           message,
+                           " (malformed protobuf, or a string field that is "
+                           "not UTF-8)"))
+        << method;
+  }
+  EXPECT_EQ(h.engine().Stats().tracked, 0);
+  ExpectServerStillAnswers(h);
+}
+
 // An endpoint key that is not valid UTF-8 cannot be parsed as a proto3
-// `string` by the server's protobuf runtime, so it never reaches the
-// service's validation: gRPC's callback API answers a request it cannot
-// deserialize with UNIMPLEMENTED and an empty message (not INVALID_ARGUMENT;
-// a worker cannot tell it from "method missing"). Pinned here so a change
-// is seen; what matters for the server: no crash, nothing tracked, and the
-// next good call is answered.
+// `string`: the request does not parse, and is refused as above.
 TEST(BadInputTest, InvalidUtf8KeyIsRefusedWithoutCrash) {
   ServiceHarness h;
   const grpc::Status s = h.Admit(AdmitReq("https://bad\xff\xfe.example"));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << Describe(s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+  EXPECT_THAT(s.error_message(), StartsWith("request: "));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("bytes that are not a valid stagger.v1.AdmitRequest"));
   EXPECT_EQ(h.engine().Stats().tracked, 0);
   ExpectServerStillAnswers(h);
 }
