@@ -30,16 +30,6 @@ CoordinatorService::CoordinatorService(engine::Engine* engine,
   SetMessageAllocatorFor_ReportBatch(&report_batch_alloc_);
 }
 
-absl::Status CoordinatorService::CheckBatchSize(int size) const {
-  const int max = engine_->max_batch_size();
-  if (size < 1 || size > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("items: a batch holds 1..", max,
-                     " items (limits.max_batch_size), got ", size));
-  }
-  return absl::OkStatus();
-}
-
 grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
                                          v1::AdmitResponse* resp) {
   absl::StatusOr<engine::AdmitInput> in = FromProto(req);
@@ -72,7 +62,9 @@ grpc::Status CoordinatorService::DoBatch(
     ServerMetrics::Call call,
     absl::Status (engine::Engine::*validate)(const Input&) const,
     absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&)) {
-  if (absl::Status s = CheckBatchSize(req.items_size()); !s.ok()) {
+  if (absl::Status s =
+          CheckBatchSize(req.items_size(), engine_->max_batch_size());
+      !s.ok()) {
     return ToGrpcStatus(s);
   }
   if (metrics_) metrics_->RecordBatchSize(method, req.items_size());

@@ -64,7 +64,6 @@ class CoordinatorService final
                                v1::ListEndpointsResponse* resp);
 
  private:
-  absl::Status CheckBatchSize(int size) const;
   template <typename Input, typename Request, typename Response>
   grpc::Status DoBatch(
       const Request& req, Response* resp, metrics::ServerMetrics::Method method,
