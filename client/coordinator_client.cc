@@ -9,14 +9,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/client_metrics.h"
+#include "client/members.h"
 #include "client/replica.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "prometheus/registry.h"
+#include "proto/wire/rendezvous.h"
 #include "proto/wire/wire.h"
 #include "server/engine/engine.h"
 
@@ -25,6 +28,8 @@ namespace {
 
 constexpr absl::string_view kConsideredDown =
     "coordinator considered down (recheck interval not over); not called";
+// How often each of several replicas' health is asked (Replica).
+constexpr absl::Duration kHealthInterval = absl::Milliseconds(250);
 
 bool IsSuccess(engine::Outcome o) { return o == engine::Outcome::kSuccess; }
 
@@ -73,6 +78,8 @@ class CoordinatorClient::Impl {
       absl::Span<const ReportRequest> items);
   bool WaitForCoordinator(absl::Duration timeout);
   bool coordinator_up() const;
+  std::vector<ReplicaId> replicas() const;
+  ReplicaId OwnerOf(absl::string_view key) const;
 
   const ClientOptions options_;
   const engine::Clock* const clock_;
@@ -80,13 +87,34 @@ class CoordinatorClient::Impl {
   const std::shared_ptr<prometheus::Registry> registry_;
 
  private:
-  // The replica a call about `key` goes to now, or null: decide locally.
-  Replica* Route(absl::string_view key);
+  // The replicas as of one membership: `replicas[i]` is named
+  // ring->names()[i]. Immutable; calls hold the one they started with.
+  struct View {
+    std::optional<wire::Rendezvous> ring;  // none while there are no members
+    std::vector<std::shared_ptr<Replica>> replicas;
+  };
+  std::shared_ptr<const View> view() const;
+  // A view of `members`, keeping the replicas (and channels) of `old` whose
+  // name and target are unchanged.
+  std::shared_ptr<const View> MakeView(const std::vector<Member>& members,
+                                       const View* old);
+  // Whether a call may go to replica i now: `serving_only` skips draining
+  // replicas; otherwise Replica::TryUse (which may claim its probe).
+  using Usable = std::function<bool(size_t i, bool serving_only)>;
+  // The replica a call about `key` goes to: the first in the key's
+  // rendezvous order that is usable, preferring serving ones; size() for
+  // none (decide locally).
+  static size_t Pick(const View& v, absl::string_view key,
+                     const Usable& usable);
+  std::shared_ptr<Replica> Route(absl::string_view key);
   // The gauge: 1 while any replica takes calls.
   void UpdateUpGauge();
-  // The local engine's idle endpoints are evicted as staggerd evicts its
-  // own: every idle_eviction / 10, within [1s, 60s] (real time).
-  void EvictLoop();
+  // Background upkeep (real time): the local engine's idle endpoints are
+  // evicted as staggerd evicts its own, every idle_eviction / 10 within
+  // [1s, 60s]; a dns:/// target is re-resolved every dns_refresh (every
+  // second while it has no members).
+  void Housekeeping();
+  void RefreshDns();
 
   // Deadline of one RPC.
   void PrepareContext(grpc::ClientContext* ctx) const;
@@ -115,7 +143,7 @@ class CoordinatorClient::Impl {
   template <typename Result, typename Req, typename Resp, typename Fill,
             typename Convert, typename Local>
   absl::StatusOr<Result> CallOrFallback(
-      Replica* r,
+      const std::shared_ptr<Replica>& r,
       grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
                                                       const Req&, Resp*),
       Fill fill, Convert convert, Local local);
@@ -130,6 +158,19 @@ class CoordinatorClient::Impl {
   absl::Status ValidateBatch(
       absl::Span<const In> items,
       absl::Status (engine::Engine::*validate)(const In&) const) const;
+  // A batch, split by the replica each key routes to (see the header). A
+  // batch that all goes to one place is sent whole, so the server checks
+  // it; otherwise the server's checks run here first (a bad item fails the
+  // whole batch before any part is sent), every part is sent at once with
+  // send(stub, ctx, req, resp, done) and the answers are put back in
+  // order. A part whose replica fails is decided locally.
+  template <typename Req, typename Resp, typename In, typename Send>
+  absl::StatusOr<std::vector<ClientDecision>> Batch(
+      absl::Span<const In> items,
+      grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
+                                                      const Req&, Resp*),
+      Send send, absl::Status (engine::Engine::*validate)(const In&) const,
+      absl::StatusOr<ClientDecision> (Impl::*decide)(const In&, absl::Status));
   // Batch fallback: ValidateBatch, then decide()s each item with `cause`.
   template <typename In>
   absl::StatusOr<std::vector<ClientDecision>> LocalBatch(
@@ -140,9 +181,11 @@ class CoordinatorClient::Impl {
 
   std::unique_ptr<ClientMetrics> metrics_;
   std::unique_ptr<engine::Engine> local_;
-  std::vector<std::unique_ptr<Replica>> replicas_;
+  MemberSpec spec_;
+  mutable absl::Mutex view_mu_;
+  std::shared_ptr<const View> view_ ABSL_GUARDED_BY(view_mu_);
   absl::Notification stop_;
-  std::thread evictor_;
+  std::thread housekeeper_;
 };
 
 CoordinatorClient::Impl::Impl(ClientOptions options)
@@ -157,49 +200,166 @@ CoordinatorClient::Impl::Impl(ClientOptions options)
   metrics_ = std::make_unique<ClientMetrics>(*registry_);
   local_ = std::make_unique<engine::Engine>(options_.local_policy, clock_,
                                             random_);
-  std::shared_ptr<grpc::Channel> channel =
-      options_.channel != nullptr ? options_.channel
-                                  : MakeChannel(options_, options_.target);
-  replicas_.push_back(std::make_unique<Replica>(
-      options_.target, std::move(channel), options_.recheck_interval, clock_,
-      metrics_.get(), [this] { UpdateUpGauge(); }));
-  evictor_ = std::thread([this] { EvictLoop(); });
+  std::vector<Member> members;
+  if (options_.channel != nullptr) {
+    members.push_back({"channel", "channel"});
+  } else {
+    spec_ = *ParseMembers(options_.target);  // checked by Create
+    members = spec_.members;
+    if (!spec_.dns_host.empty()) {
+      absl::StatusOr<std::vector<Member>> found =
+          ResolveDnsMembers(spec_.dns_host, spec_.dns_port);
+      if (found.ok()) members = *std::move(found);
+    }
+  }
+  std::shared_ptr<const View> first = MakeView(members, nullptr);
+  {
+    absl::MutexLock l(&view_mu_);
+    view_ = std::move(first);
+  }
+  housekeeper_ = std::thread([this] { Housekeeping(); });
 }
 
 CoordinatorClient::Impl::~Impl() {
   stop_.Notify();
-  evictor_.join();
+  housekeeper_.join();
+  absl::MutexLock l(&view_mu_);
+  view_.reset();  // the replicas' watchers stop before the metrics go
 }
 
-void CoordinatorClient::Impl::EvictLoop() {
-  const absl::Duration every =
+std::shared_ptr<const CoordinatorClient::Impl::View>
+CoordinatorClient::Impl::view() const {
+  absl::MutexLock l(&view_mu_);
+  return view_;
+}
+
+std::shared_ptr<const CoordinatorClient::Impl::View>
+CoordinatorClient::Impl::MakeView(const std::vector<Member>& members,
+                                  const View* old) {
+  auto v = std::make_shared<View>();
+  std::vector<std::string> names;
+  for (const Member& m : members) {
+    names.push_back(m.name);
+    std::shared_ptr<Replica> kept;
+    for (size_t i = 0; old != nullptr && i < old->replicas.size(); ++i) {
+      const Replica& r = *old->replicas[i];
+      if (r.name() == m.name && r.target() == m.target) kept = old->replicas[i];
+    }
+    if (kept == nullptr) {
+      Replica::Options o;
+      o.recheck_interval = options_.recheck_interval;
+      // Health checks pick among several replicas; one has no alternative.
+      o.health_interval = members.size() > 1 || !spec_.dns_host.empty()
+                              ? kHealthInterval
+                              : absl::ZeroDuration();
+      o.clock = clock_;
+      o.metrics = metrics_.get();
+      o.on_change = [this] { UpdateUpGauge(); };
+      kept = std::make_shared<Replica>(
+          m.name, m.target,
+          options_.channel != nullptr ? options_.channel
+                                      : MakeChannel(options_, m.target),
+          std::move(o));
+    }
+    v->replicas.push_back(std::move(kept));
+  }
+  if (!names.empty()) v->ring = *wire::Rendezvous::Create(std::move(names));
+  return v;
+}
+
+void CoordinatorClient::Impl::Housekeeping() {
+  const absl::Duration evict_every =
       std::clamp(options_.local_policy.limits.idle_eviction / 10,
                  absl::Seconds(1), absl::Seconds(60));
-  while (!stop_.WaitForNotificationWithTimeout(every)) local_->EvictIdle();
+  absl::Time next_eviction = absl::Now() + evict_every;
+  absl::Time next_dns = absl::Now() + options_.dns_refresh;
+  while (!stop_.WaitForNotificationWithTimeout(
+      std::min(next_eviction, next_dns) - absl::Now())) {
+    if (absl::Now() >= next_eviction) {
+      local_->EvictIdle();
+      next_eviction = absl::Now() + evict_every;
+    }
+    if (absl::Now() >= next_dns) {
+      if (!spec_.dns_host.empty()) RefreshDns();
+      next_dns = absl::Now() + (view()->replicas.empty()
+                                    ? absl::Seconds(1)
+                                    : options_.dns_refresh);
+    }
+  }
 }
 
-Replica* CoordinatorClient::Impl::Route(absl::string_view /*key*/) {
-  Replica* r = replicas_.front().get();
-  return r->TryUse() ? r : nullptr;
+void CoordinatorClient::Impl::RefreshDns() {
+  absl::StatusOr<std::vector<Member>> found =
+      ResolveDnsMembers(spec_.dns_host, spec_.dns_port);
+  if (!found.ok()) return;  // keep the members last seen
+  std::shared_ptr<const View> old = view();
+  bool same = found->size() == old->replicas.size();
+  for (size_t i = 0; same && i < found->size(); ++i) {
+    same = (*found)[i].name == old->replicas[i]->name() &&
+           (*found)[i].target == old->replicas[i]->target();
+  }
+  if (same) return;
+  std::shared_ptr<const View> next = MakeView(*found, old.get());
+  absl::MutexLock l(&view_mu_);
+  view_ = std::move(next);
+}
+
+size_t CoordinatorClient::Impl::Pick(const View& v, absl::string_view key,
+                                     const Usable& usable) {
+  if (v.replicas.size() == 1) return usable(0, false) ? 0 : 1;
+  if (v.replicas.empty()) return 0;
+  const std::vector<size_t> rank = v.ring->Rank(key);
+  for (bool serving_only : {true, false}) {
+    for (size_t i : rank) {
+      if (usable(i, serving_only)) return i;
+    }
+  }
+  return v.replicas.size();
+}
+
+std::shared_ptr<Replica> CoordinatorClient::Impl::Route(absl::string_view key) {
+  std::shared_ptr<const View> v = view();
+  const size_t i = Pick(*v, key, [&](size_t r, bool serving_only) {
+    const Replica& rep = *v->replicas[r];
+    if (serving_only && !rep.serving()) return false;
+    return v->replicas[r]->TryUse();
+  });
+  return i < v->replicas.size() ? v->replicas[i] : nullptr;
 }
 
 void CoordinatorClient::Impl::UpdateUpGauge() {
-  bool any = false;
-  for (const auto& r : replicas_) any = any || r->up();
-  metrics_->SetCoordinatorUp(any);
+  metrics_->SetCoordinatorUp(coordinator_up());
 }
 
 bool CoordinatorClient::Impl::coordinator_up() const {
-  for (const auto& r : replicas_) {
+  std::shared_ptr<const View> v = view();
+  if (v == nullptr) return false;  // under construction
+  for (const auto& r : v->replicas) {
     if (r->up()) return true;
   }
   return false;
 }
 
+std::vector<CoordinatorClient::ReplicaId> CoordinatorClient::Impl::replicas()
+    const {
+  std::vector<ReplicaId> out;
+  for (const auto& r : view()->replicas) out.push_back({r->name(), r->target()});
+  return out;
+}
+
+CoordinatorClient::ReplicaId CoordinatorClient::Impl::OwnerOf(
+    absl::string_view key) const {
+  std::shared_ptr<const View> v = view();
+  if (v->replicas.empty()) return {};
+  const Replica& r = *v->replicas[v->ring->Owner(key)];
+  return {r.name(), r.target()};
+}
+
 bool CoordinatorClient::Impl::WaitForCoordinator(absl::Duration timeout) {
   const absl::Time until = absl::Now() + timeout;
   bool all = true;
-  for (const auto& r : replicas_) {
+  std::shared_ptr<const View> v = view();
+  for (const auto& r : v->replicas) {
     all = r->WaitForConnected(std::max(absl::ZeroDuration(),
                                        until - absl::Now())) && all;
   }
@@ -328,7 +488,7 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::LocalReport(
 template <typename Result, typename Req, typename Resp, typename Fill,
           typename Convert, typename Local>
 absl::StatusOr<Result> CoordinatorClient::Impl::CallOrFallback(
-    Replica* r,
+    const std::shared_ptr<Replica>& r,
     grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
                                                     const Req&, Resp*),
     Fill fill, Convert convert, Local local) {
@@ -348,7 +508,8 @@ absl::StatusOr<Result> CoordinatorClient::Impl::CallOrFallback(
       }
       r->MarkDown(grpc::StatusCode::INTERNAL);
       cause = d.status();
-    } else if (absl::Status err = ClassifyRpcError(r, s, &cause); !err.ok()) {
+    } else if (absl::Status err = ClassifyRpcError(r.get(), s, &cause);
+               !err.ok()) {
       return err;
     }
   }
@@ -434,40 +595,134 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Report(
       [&](absl::Status cause) { return LocalReport(in, std::move(cause)); });
 }
 
+template <typename Req, typename Resp, typename In, typename Send>
+absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::Impl::Batch(
+    absl::Span<const In> items,
+    grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
+                                                    const Req&, Resp*),
+    Send send, absl::Status (engine::Engine::*validate)(const In&) const,
+    absl::StatusOr<ClientDecision> (Impl::*decide)(const In&, absl::Status)) {
+  const std::shared_ptr<const View> v = view();
+  const size_t n = v->replicas.size();
+  std::vector<int> tried(n, -1);  // each replica's TryUse, asked once
+  const Usable usable = [&](size_t r, bool serving_only) {
+    if (serving_only && !v->replicas[r]->serving()) return false;
+    if (tried[r] < 0) tried[r] = v->replicas[r]->TryUse() ? 1 : 0;
+    return tried[r] == 1;
+  };
+  std::vector<size_t> owner(items.size(), n);
+  for (size_t i = 0; i < items.size(); ++i) {
+    owner[i] = Pick(*v, items[i].endpoint, usable);
+  }
+  const auto local = [&](absl::Span<const In> part, absl::Status cause) {
+    return LocalBatch(part, validate, decide, cause);
+  };
+  if (items.empty() ||
+      std::all_of(owner.begin(), owner.end(),
+                  [&](size_t o) { return o == owner.front(); })) {
+    return CallOrFallback<std::vector<ClientDecision>>(
+        items.empty() || owner.front() == n ? nullptr
+                                            : v->replicas[owner.front()],
+        rpc,
+        [&](Req* req) {
+          for (const In& in : items) wire::ToProto(in, req->add_items());
+        },
+        [&](const Resp& resp) { return FromBatchResponse(resp, items.size()); },
+        [&](absl::Status cause) { return local(items, std::move(cause)); });
+  }
+  if (absl::Status s = ValidateBatch(items, validate); !s.ok()) return s;
+
+  // One part per replica, all in flight together.
+  struct Part {
+    std::vector<size_t> index;  // into items
+    std::vector<In> inputs;
+    Req req;
+    Resp resp;
+    grpc::ClientContext ctx;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Part>> parts(n + 1);  // [n]: decided locally
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (parts[owner[i]] == nullptr) parts[owner[i]] = std::make_unique<Part>();
+    parts[owner[i]]->index.push_back(i);
+    parts[owner[i]]->inputs.push_back(items[i]);
+  }
+  absl::Mutex mu;
+  int pending = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (parts[r] == nullptr) continue;
+    Part& p = *parts[r];
+    for (const In& in : p.inputs) wire::ToProto(in, p.req.add_items());
+    PrepareContext(&p.ctx);
+    {
+      absl::MutexLock l(&mu);
+      ++pending;
+    }
+    send(v->replicas[r]->stub(), &p.ctx, &p.req, &p.resp,
+         [&mu, &pending, &p](grpc::Status s) {
+           absl::MutexLock l(&mu);
+           p.status = std::move(s);
+           --pending;
+         });
+  }
+  {
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(
+        +[](int* left) { return *left == 0; }, &pending));
+  }
+
+  std::vector<ClientDecision> out(items.size());
+  for (size_t r = 0; r <= n; ++r) {
+    if (parts[r] == nullptr) continue;
+    Part& p = *parts[r];
+    absl::Status cause = absl::UnavailableError(kConsideredDown);
+    absl::StatusOr<std::vector<ClientDecision>> got = cause;
+    if (r < n) {
+      Replica* rep = v->replicas[r].get();
+      if (p.status.ok()) {
+        got = FromBatchResponse(p.resp, p.inputs.size());
+        if (got.ok()) {
+          rep->MarkUp();
+        } else {
+          rep->MarkDown(grpc::StatusCode::INTERNAL);
+          cause = got.status();
+        }
+      } else if (absl::Status err = ClassifyRpcError(rep, p.status, &cause);
+                 !err.ok()) {
+        return err;  // checked here already: the replicas' limits differ
+      }
+    }
+    if (!got.ok()) got = local(p.inputs, cause);
+    if (!got.ok()) return got.status();
+    for (size_t j = 0; j < p.index.size(); ++j) {
+      out[p.index[j]] = std::move((*got)[j]);
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::Impl::AdmitBatch(
     absl::Span<const AdmitRequest> items) {
-  return CallOrFallback<std::vector<ClientDecision>>(
-      Route(items.empty() ? absl::string_view() : items.front().endpoint),
-      &v1::RetryCoordinator::Stub::AdmitBatch,
-      [&](v1::AdmitBatchRequest* req) {
-        for (const AdmitRequest& in : items) wire::ToProto(in, req->add_items());
-      },
-      [&](const v1::AdmitBatchResponse& resp) {
-        return FromBatchResponse(resp, items.size());
-      },
-      [&](absl::Status cause) {
-        return LocalBatch(items, &engine::Engine::ValidateAdmit,
-                          &Impl::LocalAdmit, cause);
-      });
+  return Batch(items, &v1::RetryCoordinator::Stub::AdmitBatch,
+               [](v1::RetryCoordinator::Stub* stub, grpc::ClientContext* ctx,
+                  const v1::AdmitBatchRequest* req,
+                  v1::AdmitBatchResponse* resp,
+                  std::function<void(grpc::Status)> done) {
+                 stub->async()->AdmitBatch(ctx, req, resp, std::move(done));
+               },
+               &engine::Engine::ValidateAdmit, &Impl::LocalAdmit);
 }
 
 absl::StatusOr<std::vector<ClientDecision>>
 CoordinatorClient::Impl::ReportBatch(absl::Span<const ReportRequest> items) {
-  return CallOrFallback<std::vector<ClientDecision>>(
-      Route(items.empty() ? absl::string_view() : items.front().endpoint),
-      &v1::RetryCoordinator::Stub::ReportBatch,
-      [&](v1::ReportBatchRequest* req) {
-        for (const ReportRequest& in : items) {
-          wire::ToProto(in, req->add_items());
-        }
-      },
-      [&](const v1::ReportBatchResponse& resp) {
-        return FromBatchResponse(resp, items.size());
-      },
-      [&](absl::Status cause) {
-        return LocalBatch(items, &engine::Engine::ValidateReport,
-                          &Impl::LocalReport, cause);
-      });
+  return Batch(items, &v1::RetryCoordinator::Stub::ReportBatch,
+               [](v1::RetryCoordinator::Stub* stub, grpc::ClientContext* ctx,
+                  const v1::ReportBatchRequest* req,
+                  v1::ReportBatchResponse* resp,
+                  std::function<void(grpc::Status)> done) {
+                 stub->async()->ReportBatch(ctx, req, resp, std::move(done));
+               },
+               &engine::Engine::ValidateReport, &Impl::LocalReport);
 }
 
 // ---------------------------------------------------------------------------
@@ -476,8 +731,15 @@ CoordinatorClient::Impl::ReportBatch(absl::Span<const ReportRequest> items) {
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
     ClientOptions options) {
   std::vector<std::string> errors;
-  if (options.channel == nullptr && options.target.empty()) {
-    errors.push_back("target: must not be empty (or set channel)");
+  if (options.channel == nullptr) {
+    if (absl::StatusOr<MemberSpec> m = ParseMembers(options.target); !m.ok()) {
+      errors.emplace_back(m.status().message());
+    }
+  }
+  if (options.dns_refresh <= absl::ZeroDuration() ||
+      options.dns_refresh > absl::Hours(1)) {
+    errors.push_back(absl::StrCat("dns_refresh: must be in (0, 1h], is ",
+                                  absl::FormatDuration(options.dns_refresh)));
   }
   if (options.call_deadline <= absl::ZeroDuration() ||
       options.call_deadline > absl::Minutes(1)) {
@@ -534,6 +796,13 @@ bool CoordinatorClient::WaitForCoordinator(absl::Duration timeout) {
 }
 bool CoordinatorClient::coordinator_up() const {
   return impl_->coordinator_up();
+}
+std::vector<CoordinatorClient::ReplicaId> CoordinatorClient::replicas() const {
+  return impl_->replicas();
+}
+CoordinatorClient::ReplicaId CoordinatorClient::OwnerOf(
+    absl::string_view key) const {
+  return impl_->OwnerOf(key);
 }
 const std::shared_ptr<prometheus::Registry>&
 CoordinatorClient::metrics_registry() const {

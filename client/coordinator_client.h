@@ -5,6 +5,17 @@
 // stagger.v1.Decision and says where the answer came from.
 //
 // Contract:
+//   * Sharding. `target` may name several coordinator replicas (a list, or
+//     dns:/// of a headless Service; see client/members.h for the forms and
+//     how each replica's stable name is learned). Every endpoint key is
+//     owned by one replica, chosen by rendezvous hashing over the names
+//     (proto/wire/rendezvous.h, the hashing staggerd's --replicas uses), and
+//     each call goes to its key's owner over that replica's own channel; a
+//     batch is split by owner and the answers put back in order. A replica
+//     that is considered down (below) or whose health service says
+//     NOT_SERVING is skipped: its keys go to each key's next choice until
+//     it is back, then return; keys of the other replicas never move. Only
+//     when no replica can take a key is it decided locally (fallback).
 //   * Every RPC has a deadline (ClientOptions::call_deadline, default 50 ms,
 //     real time).
 //   * INVALID_ARGUMENT from the coordinator is the caller's bug and comes
@@ -13,7 +24,7 @@
 //     applies the same checks, so bad input is an error in fallback too.
 //   * Any other failure -- UNAVAILABLE, DEADLINE_EXCEEDED, or any other
 //     status code, or a response with no usable decision -- makes the client
-//     consider the coordinator down and decide locally:
+//     consider that replica down and decide this call locally:
 //       FAIL_OPEN (default): with an in-process engine::Engine built from
 //         ClientOptions::local_policy: the server's policy code, so fallback
 //         jitters, backs off, budgets and breaks the way the server would
@@ -27,12 +38,12 @@
 //         (SUCCEEDED), a NOT_RETRYABLE report is GIVE_UP (NOT_RETRYABLE).
 //     The decision's `source` is kLocalFallback and `fallback_cause` says
 //     why.
-//   * While the coordinator is considered down the client does not call it
+//   * Per replica: while it is considered down the client does not call it
 //     (so callers do not pay the deadline on every call) until
 //     recheck_interval has passed since the last failure; then one call
-//     probes it (concurrent callers keep deciding locally meanwhile). The
-//     first answer puts the client back on the coordinator.
-//   * A background thread watches the channel (and, by waiting on it, polls
+//     probes it (concurrent callers of its keys go to their next choice,
+//     or decide locally, meanwhile). Its first answer puts it back.
+//   * A background thread per replica watches its channel (and, by waiting on it, polls
 //     its connections: with the synchronous API nothing else does between
 //     calls, and gRPC 1.51 would then notice a reconnect or a server's
 //     GOAWAY only through its 5 s backup poller). It asks the channel to
@@ -63,6 +74,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/engine/clock.h"
@@ -136,11 +148,14 @@ class Coordinator {
 };
 
 struct ClientOptions {
-  // gRPC target, e.g. "127.0.0.1:50051" or "dns:///stagger:50051". Ignored
-  // if `channel` is set.
+  // The coordinator: one gRPC target ("127.0.0.1:50051"), a list of
+  // replicas ("stagger-0=10.0.0.5:50051,stagger-1=10.0.0.6:50051" or pod
+  // DNS names), or "dns:///stagger-headless.ns.svc:50051" (every address,
+  // named by its reverse DNS name). See client/members.h. Ignored if
+  // `channel` is set.
   std::string target = "127.0.0.1:50051";
   // Use this channel instead of creating one for `target` (tests, shared
-  // channels). Optional.
+  // channels; one replica). Optional.
   std::shared_ptr<grpc::Channel> channel;
   // Channel credentials; null means insecure (plaintext).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -157,6 +172,9 @@ struct ClientOptions {
   // channel's maximum reconnect backoff (when the client creates the
   // channel), so a coordinator that comes back is reconnected to promptly.
   absl::Duration recheck_interval = absl::Seconds(1);
+  // How often a dns:/// target is resolved again (members come and go).
+  // > 0, at most 1 hour. Default 5 s.
+  absl::Duration dns_refresh = absl::Seconds(5);
   // Time for the local engine, the recheck interval and DEFER conversion.
   // Null: engine::RealClock. Must outlive the client.
   const engine::Clock* clock = nullptr;
@@ -195,8 +213,19 @@ class CoordinatorClient final : public Coordinator {
   // change whether the client considers the coordinator up; useful before a
   // burst of calls at start-up.
   bool WaitForCoordinator(absl::Duration timeout);
-  // Whether the client currently sends calls to the coordinator.
+  // Whether the client currently sends calls to the coordinator (to at
+  // least one replica).
   bool coordinator_up() const;
+
+  // A replica by its stable name and the gRPC target of its channel.
+  struct ReplicaId {
+    std::string name;
+    std::string target;
+  };
+  // The current members, and the one that owns `key` (by hashing alone,
+  // whatever its health; empty while there are no members).
+  std::vector<ReplicaId> replicas() const;
+  ReplicaId OwnerOf(absl::string_view key) const;
 
   const std::shared_ptr<prometheus::Registry>& metrics_registry() const;
   const engine::Clock& clock() const;

@@ -1,20 +1,21 @@
 #include "client/replica.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include "grpcpp/client_context.h"
+
 namespace stagger::client {
 
-Replica::Replica(std::string name, std::shared_ptr<grpc::Channel> channel,
-                 absl::Duration recheck_interval, const engine::Clock* clock,
-                 ClientMetrics* metrics, std::function<void()> on_change)
+Replica::Replica(std::string name, std::string target,
+                 std::shared_ptr<grpc::Channel> channel, Options options)
     : name_(std::move(name)),
+      target_(std::move(target)),
       channel_(std::move(channel)),
       stub_(v1::RetryCoordinator::NewStub(channel_)),
-      recheck_interval_(recheck_interval),
-      clock_(clock),
-      metrics_(metrics),
-      on_change_(std::move(on_change)) {
+      health_(grpc::health::v1::Health::NewStub(channel_)),
+      options_(std::move(options)) {
   channel_->GetState(/*try_to_connect=*/true);  // connect before first call
   watcher_ = std::thread([this] { Watch(); });
 }
@@ -28,7 +29,13 @@ void Replica::Watch() {
   // Period of one watch: bounds how long the destructor waits.
   constexpr absl::Duration kWatchPeriod = absl::Milliseconds(100);
   grpc_connectivity_state last = channel_->GetState(/*try_to_connect=*/true);
+  absl::Time next_health = absl::Now();
   while (!stop_.HasBeenNotified()) {
+    if (options_.health_interval > absl::ZeroDuration() &&
+        absl::Now() >= next_health) {
+      CheckHealth();
+      next_health = absl::Now() + options_.health_interval;
+    }
     // Returns on a state change or after the period; while it waits, this
     // thread polls the channel's connections.
     channel_->WaitForStateChange(
@@ -40,6 +47,20 @@ void Replica::Watch() {
   }
 }
 
+void Replica::CheckHealth() {
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("stagger.v1.RetryCoordinator");
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(
+      absl::Now() + std::max(options_.health_interval, absl::Milliseconds(100))));
+  if (!health_->Check(&ctx, req, &resp).ok()) return;
+  const bool serving =
+      resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  const bool was = serving_.exchange(serving, std::memory_order_relaxed);
+  if (serving && !was) OnReady();  // back: its keys may return at once
+}
+
 void Replica::OnReady() {
   absl::MutexLock l(&mu_);
   if (!up_) next_probe_ = absl::InfinitePast();
@@ -48,11 +69,11 @@ void Replica::OnReady() {
 bool Replica::TryUse() {
   absl::MutexLock l(&mu_);
   if (up_) return true;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = options_.clock->Now();
   if (now < next_probe_) return false;
   // This call is the probe; others skip the replica until it answers (or
   // for another interval if it fails).
-  next_probe_ = now + recheck_interval_;
+  next_probe_ = now + options_.recheck_interval;
   return true;
 }
 
@@ -62,17 +83,17 @@ void Replica::MarkUp() {
     if (up_) return;
     up_ = true;
   }
-  on_change_();
+  options_.on_change();
 }
 
 void Replica::MarkDown(grpc::StatusCode code) {
   {
     absl::MutexLock l(&mu_);
     up_ = false;
-    next_probe_ = clock_->Now() + recheck_interval_;
+    next_probe_ = options_.clock->Now() + options_.recheck_interval;
   }
-  metrics_->CountCoordinatorError(code);
-  on_change_();
+  options_.metrics->CountCoordinatorError(code);
+  options_.on_change();
 }
 
 bool Replica::up() const {

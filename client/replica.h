@@ -14,12 +14,20 @@
 //     5 s backup poller). It asks the channel to reconnect whenever it goes
 //     idle; when the channel becomes READY while the replica is down, the
 //     next call probes it at once instead of waiting out the interval.
+//   * With a health interval (several replicas), the watcher also asks the
+//     replica's gRPC health service (grpc.health.v1, service
+//     stagger.v1.RetryCoordinator) every interval. NOT_SERVING (a draining
+//     replica) makes serving() false until it answers SERVING again; the
+//     router then prefers the key's next choice. Health RPC errors change
+//     nothing (unreachability shows in the calls themselves, and a server
+//     without the health service answers UNIMPLEMENTED).
 //   * `on_change` runs (without the replica's lock) after every up/down
 //     transition.
 // Thread-safe.
 #ifndef STAGGER_CLIENT_REPLICA_H_
 #define STAGGER_CLIENT_REPLICA_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,6 +38,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/client_metrics.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "server/engine/clock.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
@@ -38,15 +47,22 @@ namespace stagger::client {
 
 class Replica {
  public:
-  // `clock` and `metrics` must outlive the replica.
-  Replica(std::string name, std::shared_ptr<grpc::Channel> channel,
-          absl::Duration recheck_interval, const engine::Clock* clock,
-          ClientMetrics* metrics, std::function<void()> on_change);
+  struct Options {
+    absl::Duration recheck_interval = absl::Seconds(1);
+    // Zero: no health checks (serving() stays true).
+    absl::Duration health_interval = absl::ZeroDuration();
+    const engine::Clock* clock = nullptr;  // must outlive the replica
+    ClientMetrics* metrics = nullptr;      // must outlive the replica
+    std::function<void()> on_change;
+  };
+  Replica(std::string name, std::string target,
+          std::shared_ptr<grpc::Channel> channel, Options options);
   ~Replica();  // stops the watcher (at most one watch period)
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
   const std::string& name() const { return name_; }
+  const std::string& target() const { return target_; }
   v1::RetryCoordinator::Stub* stub() { return stub_.get(); }
 
   // Whether a call should go to this replica now: up, or down with the
@@ -55,20 +71,23 @@ class Replica {
   void MarkUp();
   void MarkDown(grpc::StatusCode code);
   bool up() const;
+  // False while the health service says NOT_SERVING.
+  bool serving() const { return serving_.load(std::memory_order_relaxed); }
   // Waits (real time) for the channel to connect.
   bool WaitForConnected(absl::Duration timeout);
 
  private:
   void Watch();    // the watcher thread's body
   void OnReady();  // channel READY: if down, let the next call probe now
+  void CheckHealth();
 
   const std::string name_;
+  const std::string target_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::RetryCoordinator::Stub> stub_;
-  const absl::Duration recheck_interval_;
-  const engine::Clock* clock_;
-  ClientMetrics* metrics_;
-  const std::function<void()> on_change_;
+  const std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  const Options options_;
+  std::atomic<bool> serving_{true};
 
   mutable absl::Mutex mu_;
   bool up_ ABSL_GUARDED_BY(mu_) = true;

@@ -11,6 +11,10 @@
 //                      few readiness-probe periods under Kubernetes)
 //   --drain_timeout    then wait at most this long for in-flight calls
 //                      (default 10s)
+//   --replicas         with several replicas: every replica's name,
+//                      comma-separated (default empty: one replica)
+//   --replica_name     this replica's name among them (default: $HOSTNAME,
+//                      a StatefulSet pod's name); see service/ownership.h
 //
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
 // (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
@@ -21,7 +25,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -58,6 +64,11 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(10),
           "on SIGTERM, wait at most this long for in-flight calls");
 ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(1),
           "how often the config file is checked for changes");
+ABSL_FLAG(std::string, replicas, "",
+          "all replicas' names, comma-separated (stagger-0,stagger-1,...); "
+          "requests for keys another replica owns are counted as misrouted");
+ABSL_FLAG(std::string, replica_name, "",
+          "this replica's name in --replicas (default: $HOSTNAME)");
 
 namespace stagger {
 namespace {
@@ -130,6 +141,20 @@ int Run() {
 
   service::CoordinatorService service(&engine, &server_metrics,
                                       engine::RealClock::Instance());
+  const char* hostname = std::getenv("HOSTNAME");
+  absl::StatusOr<std::optional<service::Ownership>> ownership =
+      service::Ownership::FromFlags(absl::GetFlag(FLAGS_replicas),
+                                    absl::GetFlag(FLAGS_replica_name),
+                                    hostname != nullptr ? hostname : "");
+  if (!ownership.ok()) {
+    Log(absl::StrCat("refusing to start: ", ownership.status().message()));
+    return 2;
+  }
+  if (ownership->has_value()) {
+    service.set_ownership(&**ownership);
+    Log(absl::StrCat("replica ", (*ownership)->self(), " of ",
+                     (*ownership)->members().size()));
+  }
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
   absl::StatusOr<std::unique_ptr<grpc::Server>> started_server =
@@ -211,7 +236,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   absl::SetProgramUsageMessage(
       "Stagger retry coordinator. See README.md; flags: --address, --config, "
-      "--metrics_address, --drain_grace, --drain_timeout.");
+      "--metrics_address, --drain_grace, --drain_timeout, --replicas, "
+      "--replica_name.");
   absl::ParseCommandLine(argc, argv);
   return stagger::Run();
 }

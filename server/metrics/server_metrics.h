@@ -125,6 +125,11 @@ class ServerMetrics {
   // stagger_config_reloads_total{result="success"|"failure"}.
   void RecordConfigReload(bool ok);
 
+  // stagger_misrouted_requests_total: a decision request (a batch counts
+  // each item) for a key this replica does not own under its view of the
+  // replicas (server/service/ownership.h). It is still answered.
+  void RecordMisrouted(int requests);
+
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
   // outlive this object (or be detached with nullptr first). Until one is
@@ -155,6 +160,7 @@ class ServerMetrics {
   prometheus::Counter* budget_refusals_ = nullptr;
   prometheus::Counter* untracked_ = nullptr;
   prometheus::Counter* pace_cuts_ = nullptr;
+  prometheus::Counter* misrouted_ = nullptr;
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};

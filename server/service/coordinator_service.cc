@@ -30,12 +30,19 @@ CoordinatorService::CoordinatorService(engine::Engine* engine,
   SetMessageAllocatorFor_ReportBatch(&report_batch_alloc_);
 }
 
+void CoordinatorService::CheckOwner(absl::string_view key) {
+  if (ownership_ != nullptr && metrics_ != nullptr && !ownership_->Owns(key)) {
+    metrics_->RecordMisrouted(1);
+  }
+}
+
 grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
                                          v1::AdmitResponse* resp) {
   absl::StatusOr<engine::AdmitInput> in = FromProto(req);
   if (!in.ok()) return ToGrpcStatus(in.status());
   absl::StatusOr<engine::Decision> d = engine_->Admit(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
+  CheckOwner(in->endpoint);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *d);
   ToProto(*d, clock_->Now(), resp->mutable_decision());
   return grpc::Status::OK;
@@ -47,6 +54,7 @@ grpc::Status CoordinatorService::DoReport(const v1::ReportRequest& req,
   if (!in.ok()) return ToGrpcStatus(in.status());
   absl::StatusOr<engine::Decision> d = engine_->Report(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
+  CheckOwner(in->endpoint);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kReport, *d);
   ToProto(*d, clock_->Now(), resp->mutable_decision());
   return grpc::Status::OK;
@@ -82,6 +90,7 @@ grpc::Status CoordinatorService::DoBatch(
   for (const Input& in : inputs) {
     absl::StatusOr<engine::Decision> d = (engine_->*decide)(in);
     if (!d.ok()) return ToGrpcStatus(d.status());  // validated: not reached
+    CheckOwner(in.endpoint);
     if (metrics_) metrics_->RecordDecision(call, *d);
     ToProto(*d, clock_->Now(), resp->add_decisions());
   }

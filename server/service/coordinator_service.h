@@ -8,6 +8,10 @@
 // the metrics. No policy logic lives here. A batch is validated whole
 // before any item is decided, so a bad item changes no state.
 //
+// With several replicas (set_ownership), each decision request for a key
+// this replica does not own is counted (stagger_misrouted_requests_total)
+// and answered all the same.
+//
 // Thread-safe. `engine` and `metrics` (nullable) must outlive the service.
 #ifndef STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
 #define STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
@@ -17,6 +21,7 @@
 #include "server/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/arena_allocator.h"
+#include "server/service/ownership.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 namespace stagger::service {
@@ -30,6 +35,10 @@ class CoordinatorService final
 
   CoordinatorService(engine::Engine* engine, metrics::ServerMetrics* metrics,
                      const engine::Clock* clock);
+
+  // This replica's view of the key owners (null: one replica, owns every
+  // key). Set before the server starts; must outlive the service.
+  void set_ownership(const Ownership* ownership) { ownership_ = ownership; }
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
                                   const v1::AdmitRequest* req,
@@ -71,8 +80,12 @@ class CoordinatorService final
       absl::Status (engine::Engine::*validate)(const Input&) const,
       absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&));
 
+  // Counts `key` as misrouted if this replica does not own it.
+  void CheckOwner(absl::string_view key);
+
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
+  const Ownership* ownership_ = nullptr;
   const engine::Clock* clock_;
   // Per-call arenas for the decision methods' messages.
   ArenaMessageAllocator<v1::AdmitRequest, v1::AdmitResponse> admit_alloc_;
