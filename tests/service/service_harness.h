@@ -91,6 +91,7 @@ class ServiceHarness {
   prometheus::Registry* registry() { return registry_.get(); }
   metrics::ServerMetrics* metrics() { return metrics_.get(); }
   v1::RetryCoordinator::Stub& stub() { return *stub_; }
+  service::CoordinatorService& service() { return *service_; }
 
   // The text exposition of the registry (what /metrics would serve), after
   // refreshing the engine gauges. Empty without metrics.
