@@ -223,8 +223,12 @@ CoordinatorClient::Impl::Impl(ClientOptions options)
 CoordinatorClient::Impl::~Impl() {
   stop_.Notify();
   housekeeper_.join();
-  absl::MutexLock l(&view_mu_);
-  view_.reset();  // the replicas' watchers stop before the metrics go
+  std::shared_ptr<const View> last;
+  {
+    absl::MutexLock l(&view_mu_);
+    last.swap(view_);
+  }
+  last.reset();  // the replicas' watchers stop before the metrics go
 }
 
 std::shared_ptr<const CoordinatorClient::Impl::View>

@@ -209,9 +209,9 @@ class CoordinatorClient final : public Coordinator {
   absl::StatusOr<std::vector<ClientDecision>> ReportBatch(
       absl::Span<const ReportRequest> items);
 
-  // Waits (real time, up to `timeout`) for the channel to connect. Does not
-  // change whether the client considers the coordinator up; useful before a
-  // burst of calls at start-up.
+  // Waits (real time, up to `timeout`) for every replica's channel to
+  // connect (true if all did). Does not change whether the client considers
+  // the coordinator up; useful before a burst of calls at start-up.
   bool WaitForCoordinator(absl::Duration timeout);
   // Whether the client currently sends calls to the coordinator (to at
   // least one replica).

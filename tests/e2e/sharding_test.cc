@@ -11,6 +11,9 @@
 //     next choice), no call waits past its deadline (plus a generous
 //     margin), every call is answered, and its keys return when it
 //     restarts on the same address.
+//   * A draining replica (SIGTERM with a drain grace: health NOT_SERVING,
+//     still answering) is skipped while it is still up: its keys go to
+//     their next choices before it stops.
 // Replicas are named stagger-0..2 (--replicas / --replica_name) and the
 // client is given "stagger-i=127.0.0.1:PORT,...". Every wait polls with a
 // generous deadline; the figures printed ("[figures] ...") are for the
@@ -85,7 +88,7 @@ class ShardingTest : public ::testing::Test {
         {absl::StrCat("--address=", address), "--metrics_address=127.0.0.1:0",
          absl::StrCat("--config=", E2E_CONFIG),
          "--replicas=stagger-0,stagger-1,stagger-2",
-         absl::StrCat("--replica_name=", Name(i))});
+         absl::StrCat("--replica_name=", Name(i)), "--drain_grace=60s"});
     ASSERT_TRUE(p.ok()) << p.status();
     servers_[i] = *std::move(p);
   }
@@ -353,6 +356,45 @@ TEST_F(ShardingTest, KillingOneReplicaMovesOnlyItsKeysAndTheyReturn) {
       absl::FormatDuration(worst).c_str(), fallbacks_after_kill,
       absl::FormatDuration(last_fallback - killed_at).c_str(),
       absl::FormatDuration(returned_at - restarted_at).c_str());
+}
+
+TEST_F(ShardingTest, ADrainingReplicaIsSkippedWhileItStillAnswers) {
+  std::unique_ptr<CoordinatorClient> c = NewClient();
+  ASSERT_NE(c, nullptr);
+  const int victim = 2;
+  std::vector<std::string> its_keys;
+  for (int k = 0; its_keys.size() < 20; ++k) {
+    const std::string key = absl::StrCat("https://drain-", k, ".example/");
+    if (c->OwnerOf(key).name == Name(victim)) its_keys.push_back(key);
+  }
+  for (const std::string& k : its_keys) {
+    ASSERT_TRUE(c->Admit(AdmitOf(k, 1)).ok());
+  }
+  ASSERT_EQ(Tracked(victim).size(), its_keys.size());
+
+  // SIGTERM: NOT_SERVING for the 60 s drain grace, while it still answers.
+  servers_[victim]->Signal(SIGTERM);
+  ASSERT_TRUE(servers_[victim]->WaitForOutput("draining"));
+  EXPECT_TRUE(PollUntil([&] {
+    for (const std::string& k : its_keys) {
+      absl::StatusOr<ClientDecision> d = c->Admit(AdmitOf(k, 1));
+      if (!d.ok() || d->source != DecisionSource::kCoordinator) return false;
+    }
+    // Every key answered by a replica, and the draining one got none of
+    // these calls: its keys are on their next choices.
+    size_t moved = 0;
+    for (int i = 0; i < kReplicas; ++i) {
+      if (i == victim) continue;
+      for (const std::string& k : Tracked(i)) {
+        moved += std::count(its_keys.begin(), its_keys.end(), k);
+      }
+    }
+    return moved == its_keys.size();
+  })) << "the draining replica's keys did not move";
+  // It is still up (drain grace).
+  const double misrouted_before = Misrouted(0) + Misrouted(1);
+  EXPECT_GT(misrouted_before, 0);  // the next choices counted them
+  EXPECT_EQ(servers_[victim]->WaitForExit(absl::Milliseconds(1)).ok(), false);
 }
 
 }  // namespace
