@@ -469,13 +469,19 @@ int Main() {
 
   const int num_loops = static_cast<int>(stubs.size()) * o.inflight;
   std::vector<std::unique_ptr<Loop>> loops;
+  // Loop i takes keys i, i + L, i + 2L, ... (mod --endpoints). With several
+  // replicas, the L_r loops of replica r take the keys j, j + L_r, ... that
+  // r owns (j: the loop's number among them), so together they cover every
+  // key r owns.
+  const int loops_per_replica = num_loops / static_cast<int>(members->size());
+  std::vector<int> numbered(members->size(), 0);
   for (int i = 0; i < num_loops; ++i) {
-    // Loop i takes keys i, i + L, i + 2L, ... (mod --endpoints), those its
-    // channel's replica owns when there are several.
     const size_t ch = static_cast<size_t>(i) % stubs.size();
+    const int j = sharded ? numbered[replica_of[ch]]++ : i;
     loops.push_back(std::make_unique<Loop>(
-        &run, stubs[ch].get(), i % o.endpoints, num_loops,
-        sharded ? &owners : nullptr, replica_of[ch]));
+        &run, stubs[ch].get(), j % o.endpoints,
+        sharded ? loops_per_replica : num_loops, sharded ? &owners : nullptr,
+        replica_of[ch]));
   }
   const double cpu0 = ProcessCpuSeconds();
   const int64_t t0 = NowNs();

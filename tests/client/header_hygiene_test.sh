@@ -18,7 +18,7 @@ cxx=$1
 src=$2
 forbidden='(^|/)(grpcpp|grpc|prometheus|google/protobuf|stagger/v1)/|server/engine/engine\.h|server/(service|metrics|config)/|client/(client_metrics|replica)\.h'
 public=(client/coordinator_client.h client/retry_loop.h client/http_outcome.h
-        client/wait.h)
+        client/wait.h client/members.h)
 
 # The transitive include list of one header, one path per line.
 includes() {
