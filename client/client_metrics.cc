@@ -4,10 +4,6 @@
 
 namespace stagger::client {
 
-const char* CallName(Call c) {
-  return c == Call::kAdmit ? "admit" : "report";
-}
-
 const char* GrpcCodeName(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::OK: return "OK";

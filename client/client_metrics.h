@@ -33,12 +33,10 @@
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "client/coordinator_client.h"
 #include "server/engine/decision.h"
 
 namespace stagger::client {
-
-enum class Call : uint8_t { kAdmit = 0, kReport = 1 };
-const char* CallName(Call c);  // "admit" / "report"
 
 // Name of a gRPC status code, e.g. "DEADLINE_EXCEEDED"; "UNKNOWN" for a
 // value outside 0..16.

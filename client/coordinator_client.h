@@ -5,6 +5,17 @@
 // stagger.v1.Decision and says where the answer came from.
 //
 // Contract:
+//   * Sharding. `target` may name several coordinator replicas (a list, or
+//     dns:/// of a headless Service; see client/members.h for the forms and
+//     how each replica's stable name is learned). Every endpoint key is
+//     owned by one replica, chosen by rendezvous hashing over the names
+//     (proto/wire/rendezvous.h, the hashing staggerd's --replicas uses), and
+//     each call goes to its key's owner over that replica's own channel; a
+//     batch is split by owner and the answers put back in order. A replica
+//     that is considered down (below) or whose health service says
+//     NOT_SERVING is skipped: its keys go to each key's next choice until
+//     it is back, then return; keys of the other replicas never move. Only
+//     when no replica can take a key is it decided locally (fallback).
 //   * Every RPC has a deadline (ClientOptions::call_deadline, default 50 ms,
 //     real time).
 //   * INVALID_ARGUMENT from the coordinator is the caller's bug and comes
@@ -13,7 +24,7 @@
 //     applies the same checks, so bad input is an error in fallback too.
 //   * Any other failure -- UNAVAILABLE, DEADLINE_EXCEEDED, or any other
 //     status code, or a response with no usable decision -- makes the client
-//     consider the coordinator down and decide locally:
+//     consider that replica down and decide this call locally:
 //       FAIL_OPEN (default): with an in-process engine::Engine built from
 //         ClientOptions::local_policy: the server's policy code, so fallback
 //         jitters, backs off, budgets and breaks the way the server would
@@ -27,12 +38,12 @@
 //         (SUCCEEDED), a NOT_RETRYABLE report is GIVE_UP (NOT_RETRYABLE).
 //     The decision's `source` is kLocalFallback and `fallback_cause` says
 //     why.
-//   * While the coordinator is considered down the client does not call it
+//   * Per replica: while it is considered down the client does not call it
 //     (so callers do not pay the deadline on every call) until
 //     recheck_interval has passed since the last failure; then one call
-//     probes it (concurrent callers keep deciding locally meanwhile). The
-//     first answer puts the client back on the coordinator.
-//   * A background thread watches the channel (and, by waiting on it, polls
+//     probes it (concurrent callers of its keys go to their next choice,
+//     or decide locally, meanwhile). Its first answer puts it back.
+//   * A background thread per replica watches its channel (and, by waiting on it, polls
 //     its connections: with the synchronous API nothing else does between
 //     calls, and gRPC 1.51 would then notice a reconnect or a server's
 //     GOAWAY only through its 5 s backup poller). It asks the channel to
@@ -45,36 +56,54 @@
 //     client's clock from the response's defer_for (so the worker's and the
 //     server's clocks need not agree), else taken from defer_until.
 //
+// The header is the client's whole public surface: Abseil and the value
+// types shared with the server (server/engine/decision.h, engine_config.h,
+// clock.h, random.h, all Abseil-only). gRPC, prometheus-cpp, the generated
+// stub and the local engine live behind CoordinatorClient::Impl; gRPC and
+// prometheus types appear only as forward declarations for options that
+// pass them through (tests/client/header_hygiene_test.sh holds this).
+//
 // Thread-safe: one client may be shared by every worker thread of a process.
 #ifndef STAGGER_CLIENT_COORDINATOR_CLIENT_H_
 #define STAGGER_CLIENT_COORDINATOR_CLIENT_H_
 
+#include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "client/client_metrics.h"
-#include "grpcpp/channel.h"
-#include "grpcpp/security/credentials.h"
-#include "prometheus/registry.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
-#include "server/engine/engine.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/random.h"
-#include "stagger/v1/coordinator.grpc.pb.h"
+
+// Passed through ClientOptions only; never dereferenced by this header.
+namespace grpc {
+class Channel;
+class ChannelCredentials;
+}  // namespace grpc
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
 
 namespace stagger::client {
+
+// The two decision calls (metric label "call", RetryLoop events).
+enum class Call : uint8_t { kAdmit = 0, kReport = 1 };
+const char* CallName(Call c);  // "admit" / "report"
+
+// A call's named inputs: the engine's own value types, shared with the
+// server (field meanings as stagger.v1.AdmitRequest / ReportRequest).
+// `endpoint` is borrowed for the duration of the call. Set the fields by
+// name; an unset deadline (InfiniteFuture) or first_attempt_time
+// (InfinitePast) is not sent.
+using AdmitRequest = engine::AdmitInput;
+using ReportRequest = engine::ReportInput;
 
 enum class FallbackMode : uint8_t {
   kFailOpen = 1,    // decide locally with the local policy
@@ -114,29 +143,19 @@ struct ClientDecision {
 class Coordinator {
  public:
   virtual ~Coordinator() = default;
-  virtual absl::StatusOr<ClientDecision> Admit(const engine::AdmitInput& in) = 0;
-  virtual absl::StatusOr<ClientDecision> Report(
-      const engine::ReportInput& in) = 0;
-
-  // Conveniences over the two calls above. `deadline` InfiniteFuture and
-  // `first_attempt_time` InfinitePast mean "not given".
-  absl::StatusOr<ClientDecision> Admit(
-      absl::string_view endpoint, int attempt,
-      absl::Time deadline = absl::InfiniteFuture(),
-      absl::Time first_attempt_time = absl::InfinitePast());
-  absl::StatusOr<ClientDecision> Report(
-      absl::string_view endpoint, int attempt, engine::Outcome outcome,
-      std::optional<absl::Duration> retry_after = std::nullopt,
-      absl::Time deadline = absl::InfiniteFuture(),
-      absl::Time first_attempt_time = absl::InfinitePast());
+  virtual absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in) = 0;
+  virtual absl::StatusOr<ClientDecision> Report(const ReportRequest& in) = 0;
 };
 
 struct ClientOptions {
-  // gRPC target, e.g. "127.0.0.1:50051" or "dns:///stagger:50051". Ignored
-  // if `channel` is set.
+  // The coordinator: one gRPC target ("127.0.0.1:50051"), a list of
+  // replicas ("stagger-0=10.0.0.5:50051,stagger-1=10.0.0.6:50051" or pod
+  // DNS names), or "dns:///stagger-headless.ns.svc:50051" (every address,
+  // named by its reverse DNS name). See client/members.h. Ignored if
+  // `channel` is set.
   std::string target = "127.0.0.1:50051";
   // Use this channel instead of creating one for `target` (tests, shared
-  // channels). Optional.
+  // channels; one replica). Optional.
   std::shared_ptr<grpc::Channel> channel;
   // Channel credentials; null means insecure (plaintext).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -153,6 +172,9 @@ struct ClientOptions {
   // channel's maximum reconnect backoff (when the client creates the
   // channel), so a coordinator that comes back is reconnected to promptly.
   absl::Duration recheck_interval = absl::Seconds(1);
+  // How often a dns:/// target is resolved again (members come and go).
+  // > 0, at most 1 hour. Default 5 s.
+  absl::Duration dns_refresh = absl::Seconds(5);
   // Time for the local engine, the recheck interval and DEFER conversion.
   // Null: engine::RealClock. Must outlive the client.
   const engine::Clock* clock = nullptr;
@@ -172,107 +194,47 @@ class CoordinatorClient final : public Coordinator {
   static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
       ClientOptions options);
   ~CoordinatorClient() override;
+  CoordinatorClient(const CoordinatorClient&) = delete;
+  CoordinatorClient& operator=(const CoordinatorClient&) = delete;
 
-  using Coordinator::Admit;
-  using Coordinator::Report;
-  absl::StatusOr<ClientDecision> Admit(const engine::AdmitInput& in) override;
-  absl::StatusOr<ClientDecision> Report(const engine::ReportInput& in) override;
+  absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in) override;
+  absl::StatusOr<ClientDecision> Report(const ReportRequest& in) override;
 
   // Batch forms: 1..max_batch_size items, one decision per item in order.
-  // On fallback the whole batch is validated first (an error names the
-  // item, "items[3].endpoint: ...") and then decided item by item.
+  // The size and item checks and their messages are the server's
+  // ("items[3].endpoint: ..."); on fallback the whole batch is validated
+  // first and then decided item by item.
   absl::StatusOr<std::vector<ClientDecision>> AdmitBatch(
-      absl::Span<const engine::AdmitInput> items);
+      absl::Span<const AdmitRequest> items);
   absl::StatusOr<std::vector<ClientDecision>> ReportBatch(
-      absl::Span<const engine::ReportInput> items);
+      absl::Span<const ReportRequest> items);
 
-  // Waits (real time, up to `timeout`) for the channel to connect. Does not
-  // change whether the client considers the coordinator up; useful before a
-  // burst of calls at start-up.
+  // Waits (real time, up to `timeout`) for every replica's channel to
+  // connect (true if all did). Does not change whether the client considers
+  // the coordinator up; useful before a burst of calls at start-up.
   bool WaitForCoordinator(absl::Duration timeout);
-  // Whether the client currently sends calls to the coordinator.
+  // Whether the client currently sends calls to the coordinator (to at
+  // least one replica).
   bool coordinator_up() const;
 
-  const std::shared_ptr<prometheus::Registry>& metrics_registry() const {
-    return registry_;
-  }
-  const engine::Clock& clock() const { return *clock_; }
-  const ClientOptions& options() const { return options_; }
+  // A replica by its stable name and the gRPC target of its channel.
+  struct ReplicaId {
+    std::string name;
+    std::string target;
+  };
+  // The current members, and the one that owns `key` (by hashing alone,
+  // whatever its health; empty while there are no members).
+  std::vector<ReplicaId> replicas() const;
+  ReplicaId OwnerOf(absl::string_view key) const;
+
+  const std::shared_ptr<prometheus::Registry>& metrics_registry() const;
+  const engine::Clock& clock() const;
+  const ClientOptions& options() const;
 
  private:
-  explicit CoordinatorClient(ClientOptions options);
-
-  // Whether this call should go to the coordinator (claims the probe when
-  // the coordinator is down and the recheck interval has passed).
-  bool ShouldCallCoordinator();
-  void MarkUp();
-  void MarkDown(grpc::StatusCode code);
-  // The channel watcher thread's body (see the file comment).
-  void WatchChannel();
-  // The channel became READY: if down, let the next call probe now.
-  void OnChannelReady();
-  // Deadline of one RPC.
-  void PrepareContext(grpc::ClientContext* ctx) const;
-  // Coordinator decision -> ClientDecision; INTERNAL if unusable.
-  absl::StatusOr<ClientDecision> FromProto(const v1::Decision& d,
-                                           absl::Time now) const;
-  ClientDecision FromEngine(const engine::Decision& d, absl::Time now,
-                            absl::Status cause) const;
-  // FAIL_CLOSED answer.
-  ClientDecision ClosedDefer(int attempt, absl::Status cause);
-  // Handles a non-OK RPC status: InvalidArgument -> returned as error;
-  // anything else -> recorded, and `cause` set (returns OK).
-  absl::Status ClassifyRpcError(const grpc::Status& s, absl::Status* cause);
-
-  absl::StatusOr<ClientDecision> LocalAdmit(const engine::AdmitInput& in,
-                                            absl::Status cause);
-  absl::StatusOr<ClientDecision> LocalReport(const engine::ReportInput& in,
-                                             absl::Status cause);
-
-  // The shape every call shares (defined in the .cc). If the coordinator is
-  // to be called: fill(&req), call `rpc`, convert(resp). A usable answer
-  // marks it up and is returned; INVALID_ARGUMENT is returned as the error;
-  // any other RPC error, or an unusable answer (INTERNAL), marks it down and
-  // becomes the fallback cause. Otherwise (or then) returns local(cause).
-  template <typename Result, typename Req, typename Resp, typename Fill,
-            typename Convert, typename Local>
-  absl::StatusOr<Result> CallOrFallback(
-      grpc::Status (v1::RetryCoordinator::Stub::*rpc)(grpc::ClientContext*,
-                                                      const Req&, Resp*),
-      Fill fill, Convert convert, Local local);
-  // A single call's answer; INTERNAL if it has no usable decision.
-  template <typename Resp>
-  absl::StatusOr<ClientDecision> FromResponse(const Resp& resp) const;
-  // A batch's answer; INTERNAL unless it has n usable decisions.
-  template <typename Resp>
-  absl::StatusOr<std::vector<ClientDecision>> FromBatchResponse(
-      const Resp& resp, size_t n) const;
-  // Batch fallback: checks the size and validate()s every item (an error
-  // names the item), then decide()s each item with `cause`.
-  template <typename In>
-  absl::StatusOr<std::vector<ClientDecision>> LocalBatch(
-      absl::Span<const In> items,
-      absl::Status (engine::Engine::*validate)(const In&) const,
-      absl::StatusOr<ClientDecision> (CoordinatorClient::*decide)(
-          const In&, absl::Status),
-      const absl::Status& cause);
-
-  const ClientOptions options_;
-  const engine::Clock* clock_;
-  engine::RandomSource* random_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<ClientMetrics> metrics_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::RetryCoordinator::Stub> stub_;
-  std::unique_ptr<engine::Engine> local_;
-
-  absl::Notification stop_watching_;
-  std::thread watcher_;
-
-  mutable absl::Mutex mu_;
-  bool up_ ABSL_GUARDED_BY(mu_) = true;
-  // While !up_: the earliest instant (clock_) at which to probe again.
-  absl::Time next_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  class Impl;
+  explicit CoordinatorClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace stagger::client

@@ -42,8 +42,26 @@ LoopResult RetryLoop::Resume(absl::string_view endpoint, int next_attempt,
   // (Admit: may attempt be sent; Report: attempt finished with `outcome`).
   Call call = Call::kAdmit;
   std::optional<engine::Outcome> outcome;
-  absl::StatusOr<ClientDecision> d = coordinator_->Admit(
-      endpoint, attempt, options_.deadline, r.first_attempt_time);
+  // Every call carries the delivery's deadline and first attempt's time.
+  const auto admit = [&](int n) {
+    AdmitRequest in;
+    in.endpoint = endpoint;
+    in.attempt = n;
+    in.deadline = options_.deadline;
+    in.first_attempt_time = r.first_attempt_time;
+    return coordinator_->Admit(in);
+  };
+  const auto report = [&](int n, const AttemptResult& result) {
+    ReportRequest in;
+    in.endpoint = endpoint;
+    in.attempt = n;
+    in.outcome = result.outcome;
+    in.retry_after = result.retry_after;
+    in.deadline = options_.deadline;
+    in.first_attempt_time = r.first_attempt_time;
+    return coordinator_->Report(in);
+  };
+  absl::StatusOr<ClientDecision> d = admit(attempt);
   while (true) {
     if (!d.ok()) {
       r.end = LoopEnd::kError;
@@ -91,8 +109,7 @@ LoopResult RetryLoop::Resume(absl::string_view endpoint, int next_attempt,
       attempt = upcoming;
       call = Call::kAdmit;
       outcome.reset();
-      d = coordinator_->Admit(endpoint, attempt, options_.deadline,
-                              r.first_attempt_time);
+      d = admit(attempt);
       continue;
     }
     // PROCEED to an Admit: send it.
@@ -103,9 +120,7 @@ LoopResult RetryLoop::Resume(absl::string_view endpoint, int next_attempt,
     ++r.attempts_made;
     call = Call::kReport;
     outcome = result.outcome;
-    d = coordinator_->Report(endpoint, attempt, result.outcome,
-                             result.retry_after, options_.deadline,
-                             r.first_attempt_time);
+    d = report(attempt, result);
   }
 }
 

@@ -31,7 +31,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "client/client_metrics.h"
 #include "client/coordinator_client.h"
 #include "client/wait.h"
 #include "server/engine/clock.h"

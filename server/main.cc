@@ -19,6 +19,10 @@
 //   --min_ping_interval, --permit_pings_without_calls, --max_ping_strikes,
 //   --max_connection_age, --max_connection_age_grace, --memory_quota_bytes
 //                      transport limits (server/transport_flags.h)
+//   --replicas         with several replicas: every replica's name,
+//                      comma-separated (default empty: one replica)
+//   --replica_name     this replica's name among them (default: $HOSTNAME,
+//                      a StatefulSet pod's name); see service/ownership.h
 //
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
 // (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
@@ -29,7 +33,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -74,6 +80,11 @@ ABSL_FLAG(std::string, state_file, "",
           "--state_save_interval and after draining; empty disables");
 ABSL_FLAG(absl::Duration, state_save_interval, absl::Seconds(30),
           "how often --state_file is saved (>= 1s)");
+ABSL_FLAG(std::string, replicas, "",
+          "all replicas' names, comma-separated (stagger-0,stagger-1,...); "
+          "requests for keys another replica owns are counted as misrouted");
+ABSL_FLAG(std::string, replica_name, "",
+          "this replica's name in --replicas (default: $HOSTNAME)");
 
 namespace stagger {
 namespace {
@@ -176,6 +187,20 @@ int Run() {
 
   service::CoordinatorService service(&engine, &server_metrics,
                                       engine::RealClock::Instance());
+  const char* hostname = std::getenv("HOSTNAME");
+  absl::StatusOr<std::optional<service::Ownership>> ownership =
+      service::Ownership::FromFlags(absl::GetFlag(FLAGS_replicas),
+                                    absl::GetFlag(FLAGS_replica_name),
+                                    hostname != nullptr ? hostname : "");
+  if (!ownership.ok()) {
+    Log(absl::StrCat("refusing to start: ", ownership.status().message()));
+    return 2;
+  }
+  if (ownership->has_value()) {
+    service.set_ownership(&**ownership);
+    Log(absl::StrCat("replica ", (*ownership)->self(), " of ",
+                     (*ownership)->members().size()));
+  }
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
   absl::StatusOr<std::unique_ptr<grpc::Server>> started_server =
@@ -259,7 +284,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Stagger retry coordinator. See README.md; flags: --address, --config, "
       "--metrics_address, --drain_grace, --drain_timeout, --state_file, "
-      "--state_save_interval.");
+      "--state_save_interval, --replicas, --replica_name.");
   absl::ParseCommandLine(argc, argv);
   return stagger::Run();
 }

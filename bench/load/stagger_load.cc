@@ -21,6 +21,12 @@
 // machine's CPUs with the server: it reuses its requests, parses answers
 // into a per-loop arena and runs without Abseil's mutex deadlock detector.
 //
+// Replicas: --target may list several staggerd replicas (the client
+// library's forms, client/members.h). Each gets --channels channels, and the
+// loops on them draw only keys that replica owns under the client
+// library's rendezvous hashing (proto/wire/rendezvous.h), so every call and
+// every batch goes to its keys' owner, as CoordinatorClient would send it.
+//
 // Methods: admit, report (RETRYABLE_FAILURE of attempt 1 unless
 // --report_outcome says otherwise), admit_batch and report_batch (--batch
 // items per call). Keys cycle over --endpoints realistic endpoint keys
@@ -50,6 +56,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -58,12 +65,17 @@
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
 #include "bench/load/latency_histogram.h"
-#include "absl/synchronization/mutex.h"
+#include "client/members.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "server address host:port");
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "server address host:port, or several replicas (host:port,... or "
+          "name=host:port,..., or dns:///headless-service:port): each "
+          "replica gets --channels channels, whose calls carry only keys "
+          "it owns (the client library's rendezvous hashing)");
 ABSL_FLAG(int, channels, 2, "channels (TCP connections), >= 1");
 ABSL_FLAG(int, inflight, 16, "calls outstanding per channel, >= 1");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "measured time");
@@ -123,9 +135,16 @@ struct Run {
 // never overlap (each starts the next call last), so it needs no lock.
 class Loop {
  public:
+  // With `owners`, the loop draws only keys that replica `self` owns.
   Loop(Run* run, v1::RetryCoordinator::Stub* stub, int64_t first_key,
-       int64_t key_stride)
-      : run_(run), stub_(stub), next_key_(first_key), key_stride_(key_stride) {
+       int64_t key_stride, const wire::Rendezvous* owners = nullptr,
+       size_t self = 0)
+      : run_(run),
+        stub_(stub),
+        next_key_(first_key),
+        key_stride_(key_stride),
+        owners_(owners),
+        self_(self) {
     google::protobuf::ArenaOptions ao;
     ao.initial_block = arena_block_;
     ao.initial_block_size = sizeof(arena_block_);
@@ -165,10 +184,17 @@ class Loop {
   }
 
   absl::string_view NextKey() {
-    const absl::string_view k =
-        FormatKey(static_cast<uint64_t>(next_key_), key_buf_);
-    next_key_ = (next_key_ + key_stride_) % run_->opt.endpoints;
-    return k;
+    // Skips keys another replica owns (at most one lap of the keys: with
+    // too few keys for this replica, a key goes to it all the same).
+    for (int64_t tries = 0;; ++tries) {
+      const absl::string_view k =
+          FormatKey(static_cast<uint64_t>(next_key_), key_buf_);
+      next_key_ = (next_key_ + key_stride_) % run_->opt.endpoints;
+      if (owners_ == nullptr || owners_->Owner(k) == self_ ||
+          tries >= run_->opt.endpoints) {
+        return k;
+      }
+    }
   }
 
   // The next key, written into the request's string (no allocation once
@@ -302,6 +328,8 @@ class Loop {
 
   std::unique_ptr<grpc::ClientContext> ctx_;
   int64_t start_ns_ = 0;
+  const wire::Rendezvous* owners_;
+  size_t self_;
   v1::AdmitRequest admit_;
   // Answers live on a per-loop arena (reset before each call; its first
   // block is the loop's own buffer), so parsing one allocates nothing.
@@ -382,6 +410,14 @@ double ProcessCpuSeconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// The replicas --target names (one for a plain host:port).
+absl::StatusOr<std::vector<client::Member>> Members(const std::string& target) {
+  absl::StatusOr<client::MemberSpec> spec = client::ParseMembers(target);
+  if (!spec.ok()) return spec.status();
+  if (spec->dns_host.empty()) return spec->members;
+  return client::ResolveDnsMembers(spec->dns_host, spec->dns_port);
+}
+
 int Main() {
   Run run;
   std::string err;
@@ -393,34 +429,59 @@ int Main() {
   const bool batched =
       o.method == Method::kAdmitBatch || o.method == Method::kReportBatch;
 
+  absl::StatusOr<std::vector<client::Member>> members = Members(o.target);
+  if (!members.ok()) {
+    std::fprintf(stderr, "stagger-load: --%s\n",
+                 std::string(members.status().message()).c_str());
+    return 2;
+  }
+  std::vector<std::string> names;
+  for (const client::Member& m : *members) names.push_back(m.name);
+  const wire::Rendezvous owners = *wire::Rendezvous::Create(names);
+  const bool sharded = members->size() > 1;
+
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::RetryCoordinator::Stub>> stubs;
-  for (int c = 0; c < o.channels; ++c) {
-    grpc::ChannelArguments args;
-    // A channel arg that differs per channel, and no shared subchannel
-    // pool: each channel gets its own connection.
-    args.SetInt("stagger.load.channel_index", c);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetMaxReceiveMessageSize(64 << 20);
-    auto ch = grpc::CreateCustomChannel(
-        o.target, grpc::InsecureChannelCredentials(), args);
-    if (!ch->WaitForConnected(std::chrono::system_clock::now() +
-                              absl::ToChronoNanoseconds(o.connect_timeout))) {
-      std::fprintf(stderr, "stagger-load: cannot connect to %s within %s\n",
-                   o.target.c_str(),
-                   absl::FormatDuration(o.connect_timeout).c_str());
-      return 2;
+  std::vector<size_t> replica_of;  // per channel
+  for (size_t r = 0; r < members->size(); ++r) {
+    const std::string& target = (*members)[r].target;
+    for (int c = 0; c < o.channels; ++c) {
+      grpc::ChannelArguments args;
+      // A channel arg that differs per channel, and no shared subchannel
+      // pool: each channel gets its own connection.
+      args.SetInt("stagger.load.channel_index", c);
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      args.SetMaxReceiveMessageSize(64 << 20);
+      auto ch = grpc::CreateCustomChannel(
+          target, grpc::InsecureChannelCredentials(), args);
+      if (!ch->WaitForConnected(std::chrono::system_clock::now() +
+                                absl::ToChronoNanoseconds(o.connect_timeout))) {
+        std::fprintf(stderr, "stagger-load: cannot connect to %s within %s\n",
+                     target.c_str(),
+                     absl::FormatDuration(o.connect_timeout).c_str());
+        return 2;
+      }
+      stubs.push_back(v1::RetryCoordinator::NewStub(ch));
+      channels.push_back(std::move(ch));
+      replica_of.push_back(r);
     }
-    stubs.push_back(v1::RetryCoordinator::NewStub(ch));
-    channels.push_back(std::move(ch));
   }
 
-  const int num_loops = o.channels * o.inflight;
+  const int num_loops = static_cast<int>(stubs.size()) * o.inflight;
   std::vector<std::unique_ptr<Loop>> loops;
+  // Loop i takes keys i, i + L, i + 2L, ... (mod --endpoints). With several
+  // replicas, the L_r loops of replica r take the keys j, j + L_r, ... that
+  // r owns (j: the loop's number among them), so together they cover every
+  // key r owns.
+  const int loops_per_replica = num_loops / static_cast<int>(members->size());
+  std::vector<int> numbered(members->size(), 0);
   for (int i = 0; i < num_loops; ++i) {
-    // Loop i takes keys i, i + L, i + 2L, ... (mod --endpoints).
+    const size_t ch = static_cast<size_t>(i) % stubs.size();
+    const int j = sharded ? numbered[replica_of[ch]]++ : i;
     loops.push_back(std::make_unique<Loop>(
-        &run, stubs[i % o.channels].get(), i % o.endpoints, num_loops));
+        &run, stubs[ch].get(), j % o.endpoints,
+        sharded ? loops_per_replica : num_loops, sharded ? &owners : nullptr,
+        replica_of[ch]));
   }
   const double cpu0 = ProcessCpuSeconds();
   const int64_t t0 = NowNs();

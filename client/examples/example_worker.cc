@@ -58,7 +58,8 @@
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
-          "staggerd gRPC address (host:port)");
+          "staggerd: host:port, a replica list host:port,host:port (or "
+          "name=host:port,...), or dns:///headless-service:port");
 ABSL_FLAG(int, workers, 32, "worker threads (1..256)");
 ABSL_FLAG(int, deliveries, 200, "deliveries to make (1..100000)");
 ABSL_FLAG(std::string, endpoint, "https://hooks.example.com/orders",
@@ -488,7 +489,9 @@ int main(int argc, char** argv) {
     threads.emplace_back(Worker, w, client->get(), &endpoint, &queue, &stop,
                          &tally, &open_deliveries);
   }
-  std::thread watcher(WatchBreaker, options.target,
+  // The breaker lives on the replica that owns the endpoint's key.
+  std::thread watcher(WatchBreaker,
+                      (*client)->OwnerOf(absl::GetFlag(FLAGS_endpoint)).target,
                       absl::GetFlag(FLAGS_endpoint), &stop);
 
   const absl::Time bound =

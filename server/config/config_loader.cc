@@ -25,6 +25,7 @@
 #include "google/protobuf/stubs/stringpiece.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/wire/wire.h"
 #include "server/config/json_scanner.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/validation_errors.h"
@@ -445,12 +446,6 @@ std::vector<ConfigError> Convert(const pb::Config& config,
   return errors;
 }
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  absl::Duration rem;
-  out->set_seconds(absl::IDivDuration(d, absl::Seconds(1), &rem));
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
-}
-
 pb::Backoff::Kind KindToProto(engine::BackoffKind k) {
   switch (k) {
     case engine::BackoffKind::kExponential:
@@ -468,32 +463,32 @@ pb::Backoff::Kind KindToProto(engine::BackoffKind k) {
 void PolicyToProto(const engine::PolicyParams& p, pb::Policy* out) {
   pb::Backoff* b = out->mutable_backoff();
   b->set_kind(KindToProto(p.backoff.kind));
-  SetDuration(p.backoff.base, b->mutable_base());
-  SetDuration(p.backoff.cap, b->mutable_cap());
+  wire::ToProto(p.backoff.base, b->mutable_base());
+  wire::ToProto(p.backoff.cap, b->mutable_cap());
   b->set_max_attempts(p.backoff.max_attempts);
-  SetDuration(p.backoff.initial_jitter, b->mutable_initial_jitter());
-  SetDuration(p.backoff.retry_after_max, b->mutable_retry_after_max());
-  SetDuration(p.backoff.horizon, b->mutable_horizon());
+  wire::ToProto(p.backoff.initial_jitter, b->mutable_initial_jitter());
+  wire::ToProto(p.backoff.retry_after_max, b->mutable_retry_after_max());
+  wire::ToProto(p.backoff.horizon, b->mutable_horizon());
 
   pb::RetryBudget* r = out->mutable_budget();
   r->set_ratio(p.budget.ratio);
   r->set_min_retries_per_second(p.budget.min_retries_per_second);
-  SetDuration(p.budget.window, r->mutable_window());
+  wire::ToProto(p.budget.window, r->mutable_window());
 
   pb::CircuitBreaker* c = out->mutable_breaker();
   c->set_enabled(p.breaker.enabled);
   c->set_consecutive_failures(p.breaker.consecutive_failures);
   c->set_failure_ratio(p.breaker.failure_ratio);
   c->set_min_throughput(p.breaker.min_throughput);
-  SetDuration(p.breaker.window, c->mutable_window());
-  SetDuration(p.breaker.open_base, c->mutable_open_base());
-  SetDuration(p.breaker.open_max, c->mutable_open_max());
+  wire::ToProto(p.breaker.window, c->mutable_window());
+  wire::ToProto(p.breaker.open_base, c->mutable_open_base());
+  wire::ToProto(p.breaker.open_max, c->mutable_open_max());
   c->set_half_open_probes(p.breaker.half_open_probes);
   c->set_close_after_successes(p.breaker.close_after_successes);
-  SetDuration(p.breaker.probe_timeout, c->mutable_probe_timeout());
+  wire::ToProto(p.breaker.probe_timeout, c->mutable_probe_timeout());
 
   pb::Deferral* d = out->mutable_deferral();
-  SetDuration(p.deferral.spread, d->mutable_spread());
+  wire::ToProto(p.deferral.spread, d->mutable_spread());
   if (p.deferral.release_rate_per_second != 0) {  // 0: no cap, left unset
     d->set_release_rate_per_second(p.deferral.release_rate_per_second);
   }
@@ -583,7 +578,7 @@ v1::config::Config ToProto(const engine::EngineConfig& config) {
   pb::Limits* l = out.mutable_limits();
   l->set_max_key_bytes(config.limits.max_key_bytes);
   l->set_max_endpoints(config.limits.max_endpoints);
-  SetDuration(config.limits.idle_eviction, l->mutable_idle_eviction());
+  wire::ToProto(config.limits.idle_eviction, l->mutable_idle_eviction());
   l->set_max_batch_size(config.limits.max_batch_size);
   return out;
 }

@@ -130,6 +130,15 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
            .Register(registry)
            .Add({});
 
+  misrouted_ =
+      &prometheus::BuildCounter()
+           .Name("stagger_misrouted_requests_total")
+           .Help("Decision requests (batch items count one each) for "
+                 "endpoint keys this replica does not own under its view of "
+                 "the replicas (--replicas); answered all the same.")
+           .Register(registry)
+           .Add({});
+
   untracked_ =
       &prometheus::BuildCounter()
            .Name("stagger_untracked_decisions_total")
@@ -264,6 +273,10 @@ void ServerMetrics::RecordBatchSize(Method m, int items) {
   const int i = static_cast<int>(m);
   if (i < 0 || i >= kNumMethods || batch_size_[i] == nullptr) return;
   batch_size_[i]->Observe(static_cast<double>(std::max(items, 0)));
+}
+
+void ServerMetrics::RecordMisrouted(int requests) {
+  if (requests > 0) misrouted_->Increment(requests);
 }
 
 void ServerMetrics::RecordConfigReload(bool ok) {

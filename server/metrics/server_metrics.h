@@ -145,6 +145,10 @@ class ServerMetrics {
   // stagger_state_saves_total{result}; a success also sets
   // stagger_state_last_save_timestamp_seconds to `at`.
   void RecordStateSave(bool ok, absl::Time at);
+  // stagger_misrouted_requests_total: a decision request (a batch counts
+  // each item) for a key this replica does not own under its view of the
+  // replicas (server/service/ownership.h). It is still answered.
+  void RecordMisrouted(int requests);
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
@@ -178,6 +182,7 @@ class ServerMetrics {
   prometheus::Counter* budget_refusals_ = nullptr;
   prometheus::Counter* untracked_ = nullptr;
   prometheus::Counter* pace_cuts_ = nullptr;
+  prometheus::Counter* misrouted_ = nullptr;
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};

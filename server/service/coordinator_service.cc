@@ -44,14 +44,10 @@ CoordinatorService::CoordinatorService(engine::Engine* engine,
                                        const engine::Clock* clock)
     : engine_(engine), metrics_(metrics), clock_(clock) {}
 
-absl::Status CoordinatorService::CheckBatchSize(int size) const {
-  const int max = engine_->max_batch_size();
-  if (size < 1 || size > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("items: a batch holds 1..", max,
-                     " items (limits.max_batch_size), got ", size));
+void CoordinatorService::CheckOwner(absl::string_view key) {
+  if (ownership_ != nullptr && metrics_ != nullptr && !ownership_->Owns(key)) {
+    metrics_->RecordMisrouted(1);
   }
-  return absl::OkStatus();
 }
 
 grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
@@ -60,6 +56,7 @@ grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
   if (!in.ok()) return ToGrpcStatus(in.status());
   absl::StatusOr<engine::Decision> d = engine_->Admit(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
+  CheckOwner(in->endpoint);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *d);
   ToProto(*d, clock_->Now(), resp->mutable_decision());
   return grpc::Status::OK;
@@ -71,6 +68,7 @@ grpc::Status CoordinatorService::DoReport(const v1::ReportRequest& req,
   if (!in.ok()) return ToGrpcStatus(in.status());
   absl::StatusOr<engine::Decision> d = engine_->Report(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
+  CheckOwner(in->endpoint);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kReport, *d);
   ToProto(*d, clock_->Now(), resp->mutable_decision());
   return grpc::Status::OK;
@@ -86,7 +84,9 @@ grpc::Status CoordinatorService::DoBatch(
     ServerMetrics::Call call,
     absl::Status (engine::Engine::*validate)(const Input&) const,
     absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&)) {
-  if (absl::Status s = CheckBatchSize(req.items_size()); !s.ok()) {
+  if (absl::Status s =
+          CheckBatchSize(req.items_size(), engine_->max_batch_size());
+      !s.ok()) {
     return ToGrpcStatus(s);
   }
   if (metrics_) metrics_->RecordBatchSize(method, req.items_size());
@@ -104,6 +104,7 @@ grpc::Status CoordinatorService::DoBatch(
   for (const Input& in : inputs) {
     absl::StatusOr<engine::Decision> d = (engine_->*decide)(in);
     if (!d.ok()) return ToGrpcStatus(d.status());  // validated: not reached
+    CheckOwner(in.endpoint);
     if (metrics_) metrics_->RecordDecision(call, *d);
     ToProto(*d, clock_->Now(), resp->add_decisions());
   }

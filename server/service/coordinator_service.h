@@ -16,6 +16,10 @@
 // the metrics. No policy logic lives here. A batch is validated whole
 // before any item is decided, so a bad item changes no state.
 //
+// With several replicas (set_ownership), each decision request for a key
+// this replica does not own is counted (stagger_misrouted_requests_total)
+// and answered all the same.
+//
 // Thread-safe. `engine` and `metrics` (nullable) must outlive the service.
 #ifndef STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
 #define STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
@@ -24,6 +28,8 @@
 #include "server/engine/clock.h"
 #include "server/engine/engine.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/arena_allocator.h"
+#include "server/service/ownership.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 namespace stagger::service {
@@ -45,6 +51,10 @@ class CoordinatorService final : public RawCoordinatorService {
 
   CoordinatorService(engine::Engine* engine, metrics::ServerMetrics* metrics,
                      const engine::Clock* clock);
+
+  // This replica's view of the key owners (null: one replica, owns every
+  // key). Set before the server starts; must outlive the service.
+  void set_ownership(const Ownership* ownership) { ownership_ = ownership; }
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* req,
@@ -79,7 +89,6 @@ class CoordinatorService final : public RawCoordinatorService {
                                v1::ListEndpointsResponse* resp);
 
  private:
-  absl::Status CheckBatchSize(int size) const;
   // One raw call: parse `req` as Request (INVALID_ARGUMENT if it does not
   // parse), run `logic`, serialize its Response into `resp`, finish.
   template <typename Request, typename Response>
@@ -94,8 +103,12 @@ class CoordinatorService final : public RawCoordinatorService {
       absl::Status (engine::Engine::*validate)(const Input&) const,
       absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&));
 
+  // Counts `key` as misrouted if this replica does not own it.
+  void CheckOwner(absl::string_view key);
+
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
+  const Ownership* ownership_ = nullptr;
   const engine::Clock* clock_;
 };
 

@@ -1,9 +1,11 @@
-// Mapping between the stagger.v1 wire messages and engine values, and from
-// absl::Status to grpc::Status. Validation that only the wire can get wrong
-// (unknown enum numbers, malformed Duration/Timestamp) happens here, with
-// the proto field name in the message; range checks that apply to every
-// caller are the engine's (Engine::ValidateAdmit/ValidateReport).
-// Stateless; thread-safe.
+// The service's own conversions: endpoint state for GetEndpoint /
+// ListEndpoints, absl::Status -> grpc::Status, page tokens. Requests,
+// decisions, times, enums and batch checks are the shared wire boundary's
+// (proto/wire/wire.h), re-exported here for the service's handlers.
+// Validation that only the wire can get wrong (unknown enum numbers,
+// malformed Duration/Timestamp) happens there, with the proto field name in
+// the message; range checks that apply to every caller are the engine's
+// (Engine::ValidateAdmit/ValidateReport). Stateless; thread-safe.
 #ifndef STAGGER_SERVER_SERVICE_PROTO_CONVERT_H_
 #define STAGGER_SERVER_SERVICE_PROTO_CONVERT_H_
 
@@ -14,24 +16,19 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/status.h"
+#include "proto/wire/wire.h"
 #include "server/engine/decision.h"
 #include "server/engine/engine.h"
 #include "stagger/v1/coordinator.pb.h"
 
 namespace stagger::service {
 
-// `in.endpoint` borrows from `req`, which must outlive the result.
-absl::StatusOr<engine::AdmitInput> FromProto(const v1::AdmitRequest& req);
-absl::StatusOr<engine::ReportInput> FromProto(const v1::ReportRequest& req);
+using wire::CheckBatchSize;
+using wire::FromProto;
+using wire::PrefixItem;
+using wire::ToProto;
 
-// `now` is the server's clock reading, for defer_for.
-void ToProto(const engine::Decision& d, absl::Time now, v1::Decision* out);
 void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out);
-
-std::optional<engine::BreakerState> FromProto(v1::BreakerState s);
-
-// The status with "items[i]." before its message (batch item errors).
-absl::Status PrefixItem(const absl::Status& s, int index);
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
 

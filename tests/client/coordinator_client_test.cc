@@ -8,6 +8,7 @@
 // coordinator's answer give it a generous deadline, and the one test about
 // the deadline asserts "within the deadline + generous slack".
 #include "client/coordinator_client.h"
+#include "tests/client/requests.h"
 
 #include <memory>
 #include <set>
@@ -32,6 +33,8 @@ using engine::Outcome;
 using engine::Reason;
 using engine::Verdict;
 using stagger::testing::FakeClock;
+using stagger::testing::AdmitOf;
+using stagger::testing::ReportOf;
 using stagger::testing::FakeCoordinatorServer;
 using stagger::testing::MakeDecision;
 using stagger::testing::MetricValue;
@@ -87,9 +90,12 @@ TEST_F(CoordinatorClientTest, SendsRequestsAndConvertsDecisions) {
             absl::Milliseconds(17));
         return grpc::Status::OK;
       });
-  absl::StatusOr<ClientDecision> d =
-      client->Admit("https://e.example/a", 1, now + absl::Seconds(30),
-                    now - absl::Seconds(1));
+  AdmitRequest admit;
+  admit.endpoint = "https://e.example/a";
+  admit.attempt = 1;
+  admit.deadline = now + absl::Seconds(30);
+  admit.first_attempt_time = now - absl::Seconds(1);
+  absl::StatusOr<ClientDecision> d = client->Admit(admit);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kProceed);
   EXPECT_EQ(d->reason, Reason::kInitialJitter);
@@ -115,8 +121,8 @@ TEST_F(CoordinatorClientTest, SendsRequestsAndConvertsDecisions) {
         *resp->mutable_decision() = dec;
         return grpc::Status::OK;
       });
-  d = client->Report("https://e.example/a", 2, Outcome::kRateLimited,
-                     absl::Milliseconds(2500));
+  d = client->Report(ReportOf("https://e.example/a", 2, Outcome::kRateLimited,
+                     absl::Milliseconds(2500)));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kDefer);
   EXPECT_EQ(d->reason, Reason::kCircuitOpen);
@@ -144,7 +150,7 @@ TEST_F(CoordinatorClientTest, DeferUntilIsUsedWhenDeferForIsMissing) {
         *resp->mutable_decision() = dec;
         return grpc::Status::OK;
       });
-  absl::StatusOr<ClientDecision> d = client->Admit("e", 2);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("e", 2));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kDefer);
   EXPECT_EQ(d->defer_until, at);
@@ -160,7 +166,7 @@ TEST_F(CoordinatorClientTest, SlowCoordinatorFallsBackWithinTheDeadline) {
   server_.service().Hold(absl::Minutes(1));
 
   const absl::Time start = absl::Now();
-  absl::StatusOr<ClientDecision> d = client->Admit("https://slow.example", 1);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("https://slow.example", 1));
   const absl::Duration took = absl::Now() - start;
 
   ASSERT_TRUE(d.ok()) << d.status();
@@ -188,7 +194,7 @@ TEST_F(CoordinatorClientTest, FailOpenDecidesWithTheLocalPolicy) {
       grpc::Status(grpc::StatusCode::UNAVAILABLE, "down for the test"));
 
   // attempt 1: initial jitter, decided locally because of UNAVAILABLE.
-  absl::StatusOr<ClientDecision> d = client->Admit("e", 1);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("e", 1));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
   EXPECT_EQ(d->fallback_cause.code(), absl::StatusCode::kUnavailable);
@@ -200,7 +206,7 @@ TEST_F(CoordinatorClientTest, FailOpenDecidesWithTheLocalPolicy) {
 
   // attempt 1 failed: decorrelated backoff from base=100ms, within
   // [base, 3*base]. The coordinator is now considered down: not called.
-  d = client->Report("e", 1, Outcome::kRetryableFailure);
+  d = client->Report(ReportOf("e", 1, Outcome::kRetryableFailure));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
   EXPECT_EQ(d->fallback_cause.code(), absl::StatusCode::kUnavailable);
@@ -211,17 +217,17 @@ TEST_F(CoordinatorClientTest, FailOpenDecidesWithTheLocalPolicy) {
   EXPECT_LE(d->delay, absl::Milliseconds(300));
 
   // attempt 3 of max 3 failed: the local attempt limit gives up.
-  d = client->Report("e", 3, Outcome::kRetryableFailure);
+  d = client->Report(ReportOf("e", 3, Outcome::kRetryableFailure));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kGiveUp);
   EXPECT_EQ(d->reason, Reason::kAttemptsExhausted);
 
   // A non-retryable outcome gives up too; a success is done.
-  d = client->Report("e", 1, Outcome::kNotRetryable);
+  d = client->Report(ReportOf("e", 1, Outcome::kNotRetryable));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kGiveUp);
   EXPECT_EQ(d->reason, Reason::kNotRetryable);
-  d = client->Report("e", 2, Outcome::kSuccess);
+  d = client->Report(ReportOf("e", 2, Outcome::kSuccess));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kDone);
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
@@ -293,7 +299,7 @@ TEST_F(CoordinatorClientTest, FailClosedDefersForTheRecheckInterval) {
   // Admit: DEFER(CIRCUIT_OPEN) over [2s, 3s), same attempt.
   std::set<absl::Duration> defers;
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<ClientDecision> d = client->Admit("e", 2);
+    absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("e", 2));
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
     EXPECT_EQ(d->verdict, Verdict::kDefer);
@@ -309,22 +315,22 @@ TEST_F(CoordinatorClientTest, FailClosedDefersForTheRecheckInterval) {
 
   // A failure report defers the *next* attempt (none consumed).
   absl::StatusOr<ClientDecision> d =
-      client->Report("e", 2, Outcome::kRetryableFailure);
+      client->Report(ReportOf("e", 2, Outcome::kRetryableFailure));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kDefer);
   EXPECT_EQ(d->attempt, 3);
   // Answers that send nothing need no coordinator: success is done, a
   // non-retryable outcome gives up.
-  d = client->Report("e", 3, Outcome::kSuccess);
+  d = client->Report(ReportOf("e", 3, Outcome::kSuccess));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kDone);
   EXPECT_EQ(d->reason, Reason::kSucceeded);
-  d = client->Report("e", 3, Outcome::kNotRetryable);
+  d = client->Report(ReportOf("e", 3, Outcome::kNotRetryable));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->verdict, Verdict::kGiveUp);
   EXPECT_EQ(d->reason, Reason::kNotRetryable);
   // Bad input is still an error, not a deferral.
-  d = client->Admit("", 1);
+  d = client->Admit(AdmitOf("", 1));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -337,7 +343,7 @@ TEST_F(CoordinatorClientTest, RecheckIntervalThenBackToTheCoordinator) {
   fake.FailEverything(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
 
   // t=0: the call reaches the coordinator, fails: local. calls=1, down.
-  absl::StatusOr<ClientDecision> d = client->Admit("e", 1);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("e", 1));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
   EXPECT_EQ(fake.calls(), 1);
@@ -346,7 +352,7 @@ TEST_F(CoordinatorClientTest, RecheckIntervalThenBackToTheCoordinator) {
 
   // t=0..999ms: down, the coordinator is not called (no deadline paid).
   for (int i = 0; i < 5; ++i) {
-    d = client->Admit("e", 1);
+    d = client->Admit(AdmitOf("e", 1));
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
     EXPECT_THAT(std::string(d->fallback_cause.message()),
@@ -361,14 +367,14 @@ TEST_F(CoordinatorClientTest, RecheckIntervalThenBackToTheCoordinator) {
         MakeDecision(v1::PROCEED, v1::ADMITTED, req.attempt());
     return grpc::Status::OK;
   });
-  d = client->Admit("e", 1);  // t=750ms
+  d = client->Admit(AdmitOf("e", 1));  // t=750ms
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
   EXPECT_EQ(fake.calls(), 1);
 
   // t=1s: the interval is over; this call probes, the coordinator answers:
   // back on the coordinator. calls=2, up.
   clock_.Advance(absl::Milliseconds(250));
-  d = client->Admit("e", 1);
+  d = client->Admit(AdmitOf("e", 1));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->source, DecisionSource::kCoordinator);
   EXPECT_EQ(fake.calls(), 2);
@@ -376,7 +382,7 @@ TEST_F(CoordinatorClientTest, RecheckIntervalThenBackToTheCoordinator) {
   EXPECT_EQ(Metric("stagger_client_coordinator_up"), 1);
 
   // And stays there: every call goes to it.
-  d = client->Admit("e", 1);
+  d = client->Admit(AdmitOf("e", 1));
   EXPECT_EQ(d->source, DecisionSource::kCoordinator);
   EXPECT_EQ(fake.calls(), 3);
 }
@@ -389,15 +395,15 @@ TEST_F(CoordinatorClientTest, FailedProbeKeepsItDownForAnotherInterval) {
   auto& fake = server_.service();
   fake.FailEverything(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
 
-  ASSERT_TRUE(client->Admit("e", 1).ok());  // t=0: calls=1, down
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());  // t=0: calls=1, down
   clock_.Advance(absl::Seconds(1));
-  ASSERT_TRUE(client->Admit("e", 1).ok());  // t=1s: probe, fails: calls=2
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());  // t=1s: probe, fails: calls=2
   EXPECT_EQ(fake.calls(), 2);
   clock_.Advance(absl::Milliseconds(900));
-  ASSERT_TRUE(client->Admit("e", 1).ok());  // t=1.9s: down until 2s
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());  // t=1.9s: down until 2s
   EXPECT_EQ(fake.calls(), 2);
   clock_.Advance(absl::Milliseconds(100));
-  ASSERT_TRUE(client->Admit("e", 1).ok());  // t=2s: probe again: calls=3
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());  // t=2s: probe again: calls=3
   EXPECT_EQ(fake.calls(), 3);
   EXPECT_EQ(Metric("stagger_client_coordinator_errors_total",
                    {{"code", "UNAVAILABLE"}}),
@@ -412,7 +418,7 @@ TEST_F(CoordinatorClientTest, InvalidArgumentIsReturnedNotMasked) {
                         "attempt: must be in [1, 1000], got 0");
   });
 
-  absl::StatusOr<ClientDecision> d = client->Admit("e", 0);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("e", 0));
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("attempt"));
@@ -423,7 +429,7 @@ TEST_F(CoordinatorClientTest, InvalidArgumentIsReturnedNotMasked) {
                    {{"call", "admit"}, {"verdict", "PROCEED"}}),
             0);
   // The next call still goes to the coordinator.
-  d = client->Admit("e", 0);
+  d = client->Admit(AdmitOf("e", 0));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(server_.service().admit_calls(), 2);
 }
@@ -433,15 +439,15 @@ TEST_F(CoordinatorClientTest, BadInputIsAnErrorInFallbackToo) {
   ASSERT_NE(client, nullptr);
   server_.service().FailEverything(
       grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
-  ASSERT_TRUE(client->Admit("e", 1).ok());  // now considered down
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());  // now considered down
 
-  absl::StatusOr<ClientDecision> d = client->Admit("", 1);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("", 1));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("endpoint"));
-  d = client->Report("e", 1, Outcome::kRateLimited, absl::Seconds(-1));
+  d = client->Report(ReportOf("e", 1, Outcome::kRateLimited, absl::Seconds(-1)));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("retry_after"));
-  d = client->Report("e", 1, static_cast<Outcome>(42));
+  d = client->Report(ReportOf("e", 1, static_cast<Outcome>(42)));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("outcome"));
 }
@@ -454,7 +460,7 @@ TEST_F(CoordinatorClientTest, UnusableResponseFallsBack) {
       [](const v1::AdmitRequest&, v1::AdmitResponse*) {
         return grpc::Status::OK;
       });
-  absl::StatusOr<ClientDecision> d = client->Admit("e", 1);
+  absl::StatusOr<ClientDecision> d = client->Admit(AdmitOf("e", 1));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
   EXPECT_EQ(d->fallback_cause.code(), absl::StatusCode::kInternal);
@@ -469,7 +475,7 @@ TEST_F(CoordinatorClientTest, UnusableResponseFallsBack) {
         resp->mutable_decision()->set_verdict(static_cast<v1::Verdict>(9));
         return grpc::Status::OK;
       });
-  d = client->Admit("e", 1);
+  d = client->Admit(AdmitOf("e", 1));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);
   EXPECT_EQ(Metric("stagger_client_coordinator_errors_total",
@@ -492,17 +498,17 @@ TEST_F(CoordinatorClientTest, MetricsCountFallbacksAndErrors) {
   EXPECT_EQ(Metric("stagger_client_coordinator_up"), 1);
 
   // Coordinator answers are not fallbacks.
-  ASSERT_TRUE(client->Admit("e", 1).ok());
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());
   EXPECT_EQ(Metric(kFallback, {{"call", "admit"}, {"verdict", "PROCEED"}}), 0);
 
   // Down: one error (UNAVAILABLE), then local decisions are counted by call
   // and verdict.
   server_.service().FailEverything(
       grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
-  ASSERT_TRUE(client->Admit("e", 1).ok());                         // PROCEED
-  ASSERT_TRUE(client->Report("e", 1, Outcome::kRetryableFailure).ok());
-  ASSERT_TRUE(client->Report("e", 2, Outcome::kSuccess).ok());     // DONE
-  ASSERT_TRUE(client->Report("e", 1, Outcome::kNotRetryable).ok());  // GIVE_UP
+  ASSERT_TRUE(client->Admit(AdmitOf("e", 1)).ok());                         // PROCEED
+  ASSERT_TRUE(client->Report(ReportOf("e", 1, Outcome::kRetryableFailure)).ok());
+  ASSERT_TRUE(client->Report(ReportOf("e", 2, Outcome::kSuccess)).ok());     // DONE
+  ASSERT_TRUE(client->Report(ReportOf("e", 1, Outcome::kNotRetryable)).ok());  // GIVE_UP
   EXPECT_EQ(Metric(kErrors, {{"code", "UNAVAILABLE"}}), 1);
   EXPECT_EQ(Metric(kFallback, {{"call", "admit"}, {"verdict", "PROCEED"}}), 1);
   EXPECT_EQ(Metric(kFallback, {{"call", "report"}, {"verdict", "PROCEED"}}), 1);
@@ -571,9 +577,12 @@ TEST_F(CoordinatorClientTest, BatchesGoToTheCoordinatorOrFallBackWhole) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(got.status().message()),
               HasSubstr("items[1].endpoint"));
-  // So does an empty batch.
+  // So does an empty batch, in the server's own words.
   got = client->AdmitBatch({});
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(got.status().message(),
+            "items: a batch holds 1..1000 items (limits.max_batch_size), "
+            "got 0");
 
   std::vector<engine::ReportInput> reports(2);
   reports[0].endpoint = "a";
@@ -615,7 +624,7 @@ TEST(CoordinatorClientOptionsTest, UnreachableTargetFallsBackAtOnce) {
   auto c = CoordinatorClient::Create(o);
   ASSERT_TRUE(c.ok()) << c.status();
   const absl::Time start = absl::Now();
-  absl::StatusOr<ClientDecision> d = (*c)->Admit("e", 1);
+  absl::StatusOr<ClientDecision> d = (*c)->Admit(AdmitOf("e", 1));
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(50) + kSlack);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->source, DecisionSource::kLocalFallback);

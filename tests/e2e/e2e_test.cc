@@ -29,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
+#include "tests/client/requests.h"
 #include "client/retry_loop.h"
 #include "client/wait.h"
 #include "gmock/gmock.h"
@@ -48,6 +49,8 @@
 namespace stagger::e2e {
 namespace {
 
+using stagger::testing::AdmitOf;
+using stagger::testing::ReportOf;
 using client::ClientDecision;
 using client::ClientOptions;
 using client::CoordinatorClient;
@@ -170,7 +173,7 @@ TEST_F(E2ETest, FirstAttemptsGetInitialJitter) {
   RunThreads(kThreads, [&](int t) {
     for (int i = 0; i < kEach; ++i) {
       absl::StatusOr<ClientDecision> d =
-          client_->Admit(absl::StrCat("e2e/jitter/", t, "/", i), 1);
+          client_->Admit(AdmitOf(absl::StrCat("e2e/jitter/", t, "/", i), 1));
       ASSERT_TRUE(d.ok()) << d.status();
       EXPECT_EQ(d->source, DecisionSource::kCoordinator);
       EXPECT_EQ(d->verdict, Verdict::kProceed);
@@ -198,9 +201,9 @@ TEST_F(E2ETest, FailuresGetSpreadDelays) {
   RunThreads(kThreads, [&](int t) {
     for (int i = 0; i < kEach; ++i) {
       const std::string key = absl::StrCat("e2e/backoff/", t, "/", i);
-      ASSERT_TRUE(client_->Admit(key, 1).ok());
+      ASSERT_TRUE(client_->Admit(AdmitOf(key, 1)).ok());
       absl::StatusOr<ClientDecision> d =
-          client_->Report(key, 1, Outcome::kRetryableFailure);
+          client_->Report(ReportOf(key, 1, Outcome::kRetryableFailure));
       ASSERT_TRUE(d.ok()) << d.status();
       EXPECT_EQ(d->source, DecisionSource::kCoordinator);
       EXPECT_EQ(d->verdict, Verdict::kProceed);
@@ -232,7 +235,7 @@ TEST_F(E2ETest, BreakerOpensAfterConsecutiveFailuresAndDeferralsAreSpread) {
   RunThreads(kThreads, [&](int t) {
     for (int i = 0; i < kEach; ++i) {
       absl::StatusOr<ClientDecision> d =
-          client_->Report(key, 1, Outcome::kRetryableFailure);
+          client_->Report(ReportOf(key, 1, Outcome::kRetryableFailure));
       ASSERT_TRUE(d.ok()) << d.status();
       EXPECT_EQ(d->source, DecisionSource::kCoordinator);
       absl::MutexLock l(&mu);
@@ -273,7 +276,7 @@ TEST_F(E2ETest, BreakerOpensAfterConsecutiveFailuresAndDeferralsAreSpread) {
   EXPECT_GT(*hi - *lo, absl::Milliseconds(100));
 
   // Admit defers too, and the inspection RPC shows the breaker open.
-  absl::StatusOr<ClientDecision> a = client_->Admit(key, 2);
+  absl::StatusOr<ClientDecision> a = client_->Admit(AdmitOf(key, 2));
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->verdict, Verdict::kDefer);
   EXPECT_EQ(a->reason, Reason::kCircuitOpen);
@@ -287,7 +290,7 @@ TEST_F(E2ETest, BreakerHalfOpensAndClosesAfterProbeSuccesses) {
   // failures 1..4: backoff; failure 5: the breaker trips.
   for (int i = 1; i <= 5; ++i) {
     absl::StatusOr<ClientDecision> d =
-        client_->Report(key, 1, Outcome::kRetryableFailure);
+        client_->Report(ReportOf(key, 1, Outcome::kRetryableFailure));
     ASSERT_TRUE(d.ok()) << d.status();
     if (i < 5) {
       EXPECT_EQ(d->verdict, Verdict::kProceed) << "failure " << i;
@@ -304,7 +307,7 @@ TEST_F(E2ETest, BreakerHalfOpensAndClosesAfterProbeSuccesses) {
   const absl::Time give_up_at = absl::Now() + absl::Seconds(30);
   absl::StatusOr<ClientDecision> probe;
   while (absl::Now() < give_up_at) {
-    probe = client_->Admit(key, 2);
+    probe = client_->Admit(AdmitOf(key, 2));
     ASSERT_TRUE(probe.ok()) << probe.status();
     if (probe->verdict != Verdict::kDefer) break;
     EXPECT_TRUE(probe->reason == Reason::kCircuitOpen ||
@@ -317,20 +320,20 @@ TEST_F(E2ETest, BreakerHalfOpensAndClosesAfterProbeSuccesses) {
   EXPECT_EQ(Inspect(key).breaker_state(), v1::HALF_OPEN);
 
   // Probe 1 succeeds: still half-open (needs 2).
-  absl::StatusOr<ClientDecision> d = client_->Report(key, 2, Outcome::kSuccess);
+  absl::StatusOr<ClientDecision> d = client_->Report(ReportOf(key, 2, Outcome::kSuccess));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->verdict, Verdict::kDone);
   EXPECT_EQ(Inspect(key).breaker_state(), v1::HALF_OPEN);
   // Probe 2 (another delivery) succeeds: closed.
-  probe = client_->Admit(key, 3);
+  probe = client_->Admit(AdmitOf(key, 3));
   ASSERT_TRUE(probe.ok());
   EXPECT_EQ(probe->reason, Reason::kHalfOpenProbe);
-  d = client_->Report(key, 3, Outcome::kSuccess);
+  d = client_->Report(ReportOf(key, 3, Outcome::kSuccess));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->verdict, Verdict::kDone);
   EXPECT_EQ(Inspect(key).breaker_state(), v1::CLOSED);
   // Closed: a retry is admitted without a probe.
-  d = client_->Admit(key, 2);
+  d = client_->Admit(AdmitOf(key, 2));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->verdict, Verdict::kProceed);
   EXPECT_EQ(d->reason, Reason::kAdmitted);
@@ -344,10 +347,10 @@ TEST_F(E2ETest, RetryAfterFromOneWorkerHoldsEveryWorker) {
   // least that long.
   auto a = MakeClient(server_->target());
   ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->Admit(key, 1).ok());
+  ASSERT_TRUE(a->Admit(AdmitOf(key, 1)).ok());
   const absl::Time sent = absl::Now();  // before the server saw the report
   absl::StatusOr<ClientDecision> da =
-      a->Report(key, 1, Outcome::kRateLimited, kRetryAfter);
+      a->Report(ReportOf(key, 1, Outcome::kRateLimited, kRetryAfter));
   ASSERT_TRUE(da.ok()) << da.status();
   EXPECT_EQ(da->source, DecisionSource::kCoordinator);
   EXPECT_EQ(da->verdict, Verdict::kProceed);
@@ -365,9 +368,9 @@ TEST_F(E2ETest, RetryAfterFromOneWorkerHoldsEveryWorker) {
     auto c = MakeClient(server_->target());
     ASSERT_NE(c, nullptr);
     const std::string delivery = absl::StrCat("worker ", w);
-    ASSERT_TRUE(c->Admit(key, 1).ok()) << delivery;  // first attempts go
+    ASSERT_TRUE(c->Admit(AdmitOf(key, 1)).ok()) << delivery;  // first attempts go
     absl::StatusOr<ClientDecision> d =
-        c->Report(key, 1, Outcome::kRetryableFailure);
+        c->Report(ReportOf(key, 1, Outcome::kRetryableFailure));
     const absl::Time received = absl::Now();
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ(d->verdict, Verdict::kProceed) << delivery;
@@ -379,7 +382,7 @@ TEST_F(E2ETest, RetryAfterFromOneWorkerHoldsEveryWorker) {
         << delivery << ": " << engine::ReasonName(d->reason);
     EXPECT_GE(received + d->delay, window_end) << delivery;
 
-    absl::StatusOr<ClientDecision> admit = c->Admit(key, 2);
+    absl::StatusOr<ClientDecision> admit = c->Admit(AdmitOf(key, 2));
     const absl::Time admit_received = absl::Now();
     ASSERT_TRUE(admit.ok()) << admit.status();
     if (admit_received < window_end) {
@@ -403,7 +406,7 @@ TEST_F(E2ETest, SuccessResetsTheBackoffState) {
   absl::Duration last;
   for (int attempt = 1; attempt <= 3; ++attempt) {
     absl::StatusOr<ClientDecision> d =
-        client_->Report(key, attempt, Outcome::kRetryableFailure);
+        client_->Report(ReportOf(key, attempt, Outcome::kRetryableFailure));
     ASSERT_TRUE(d.ok()) << d.status();
     ASSERT_EQ(d->verdict, Verdict::kProceed);
     EXPECT_EQ(d->reason, Reason::kBackoff);
@@ -414,7 +417,7 @@ TEST_F(E2ETest, SuccessResetsTheBackoffState) {
   EXPECT_EQ(s.consecutive_failures(), 3);
 
   // Attempt 4 succeeds: DONE, and the state is back to the base.
-  absl::StatusOr<ClientDecision> d = client_->Report(key, 4, Outcome::kSuccess);
+  absl::StatusOr<ClientDecision> d = client_->Report(ReportOf(key, 4, Outcome::kSuccess));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->verdict, Verdict::kDone);
   EXPECT_EQ(d->reason, Reason::kSucceeded);
@@ -422,7 +425,7 @@ TEST_F(E2ETest, SuccessResetsTheBackoffState) {
   EXPECT_LE(FromProto(s.previous_delay()), kBase);
   EXPECT_EQ(s.consecutive_failures(), 0);
   // The next failure starts from the base again: [200ms, 600ms].
-  d = client_->Report(key, 1, Outcome::kRetryableFailure);
+  d = client_->Report(ReportOf(key, 1, Outcome::kRetryableFailure));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->reason, Reason::kBackoff);
   EXPECT_GE(d->delay, kBase);
@@ -437,28 +440,28 @@ TEST_F(E2ETest, BadInputIsInvalidArgumentNamingTheField) {
   };
   const std::string long_key(5000, 'k');
   const std::vector<Case> cases = {
-      {"empty endpoint", [&] { return client_->Admit("", 1); }, "endpoint"},
-      {"oversized endpoint", [&] { return client_->Admit(long_key, 1); },
+      {"empty endpoint", [&] { return client_->Admit(AdmitOf("", 1)); }, "endpoint"},
+      {"oversized endpoint", [&] { return client_->Admit(AdmitOf(long_key, 1)); },
        "endpoint"},
-      {"attempt 0", [&] { return client_->Admit("e2e/bad", 0); }, "attempt"},
+      {"attempt 0", [&] { return client_->Admit(AdmitOf("e2e/bad", 0)); }, "attempt"},
       {"negative attempt",
-       [&] { return client_->Report("e2e/bad", -3, Outcome::kSuccess); },
+       [&] { return client_->Report(ReportOf("e2e/bad", -3, Outcome::kSuccess)); },
        "attempt"},
       {"unknown outcome",
        [&] {
-         return client_->Report("e2e/bad", 1, static_cast<Outcome>(42));
+         return client_->Report(ReportOf("e2e/bad", 1, static_cast<Outcome>(42)));
        },
        "outcome"},
       {"negative Retry-After",
        [&] {
-         return client_->Report("e2e/bad", 1, Outcome::kRateLimited,
-                                absl::Seconds(-1));
+         return client_->Report(ReportOf("e2e/bad", 1, Outcome::kRateLimited,
+                                absl::Seconds(-1)));
        },
        "retry_after"},
       {"absurd Retry-After",
        [&] {
-         return client_->Report("e2e/bad", 1, Outcome::kRateLimited,
-                                absl::Hours(24 * 365));
+         return client_->Report(ReportOf("e2e/bad", 1, Outcome::kRateLimited,
+                                absl::Hours(24 * 365)));
        },
        "retry_after"},
   };
@@ -474,7 +477,7 @@ TEST_F(E2ETest, BadInputIsInvalidArgumentNamingTheField) {
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
   // The coordinator answered every one of them: the client stays on it.
   EXPECT_TRUE(client_->coordinator_up());
-  absl::StatusOr<ClientDecision> ok = client_->Admit("e2e/bad", 1);
+  absl::StatusOr<ClientDecision> ok = client_->Admit(AdmitOf("e2e/bad", 1));
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->source, DecisionSource::kCoordinator);
 }
@@ -515,7 +518,7 @@ TEST(StaggerdLifecycleTest, SigtermDrainsAndExitsZero) {
   RunThreads(2, [&](int t) {
     for (int i = 0; i < 10; ++i) {
       absl::StatusOr<ClientDecision> d =
-          c->Admit(absl::StrCat("e2e/sigterm/", t), 1);
+          c->Admit(AdmitOf(absl::StrCat("e2e/sigterm/", t), 1));
       ASSERT_TRUE(d.ok()) << d.status();
       EXPECT_EQ(d->source, DecisionSource::kCoordinator);
     }
@@ -534,7 +537,7 @@ std::optional<absl::Duration> AwaitCoordinator(CoordinatorClient& c,
   client::Canceller never;
   const absl::Time start = absl::Now();
   while (absl::Now() - start < timeout) {
-    absl::StatusOr<ClientDecision> d = c.Admit(key, 1);
+    absl::StatusOr<ClientDecision> d = c.Admit(AdmitOf(key, 1));
     if (d.ok() && d->source == DecisionSource::kCoordinator) {
       return absl::Now() - start;
     }
@@ -570,11 +573,11 @@ TEST(StaggerdLifecycleTest, FallbackWhileStoppedThenBackAfterRestart) {
       // failed 20 times would (rightly) defer, which is not this test.
       const std::string key = absl::StrCat("e2e/fallback/", t, "/", i);
       absl::Time t0 = absl::Now();
-      absl::StatusOr<ClientDecision> a = c->Admit(key, 1);
+      absl::StatusOr<ClientDecision> a = c->Admit(AdmitOf(key, 1));
       const absl::Duration admit_took = absl::Now() - t0;
       t0 = absl::Now();
       absl::StatusOr<ClientDecision> r =
-          c->Report(key, 1, Outcome::kRetryableFailure);
+          c->Report(ReportOf(key, 1, Outcome::kRetryableFailure));
       const absl::Duration report_took = absl::Now() - t0;
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(r.ok()) << r.status();

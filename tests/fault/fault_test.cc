@@ -159,7 +159,11 @@ class Load {
       // A key per delivery: the fleet's state is not this test's subject.
       const std::string key = absl::StrCat(prefix, "/", i % 50);
       absl::StatusOr<ClientDecision> a =
-          Timed([&] { return c_->Admit(key, 1); });
+          Timed([&] {
+            client::AdmitRequest in;
+            in.endpoint = key;
+            return c_->Admit(in);
+          });
       if (!a.ok()) continue;
       if (a->verdict != Verdict::kProceed) {
         absl::MutexLock l(&mu_);
@@ -169,7 +173,12 @@ class Load {
       }
       { absl::MutexLock l(&mu_); ++started_; }
       absl::StatusOr<ClientDecision> r =
-          Timed([&] { return c_->Report(key, 1, Outcome::kSuccess); });
+          Timed([&] {
+            client::ReportRequest in;
+            in.endpoint = key;
+            in.outcome = Outcome::kSuccess;
+            return c_->Report(in);
+          });
       if (r.ok() && r->verdict == Verdict::kDone) {
         absl::MutexLock l(&mu_);
         ++done_;
@@ -378,7 +387,10 @@ TEST(FaultTest, ThousandIdleConnectionsDoNotStopOthers) {
   auto c = MakeClient((*server)->target(), absl::Seconds(10), absl::Seconds(1));
   ASSERT_NE(c, nullptr);
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<ClientDecision> d = c->Admit(absl::StrCat("fault/idle/", i), 1);
+    const std::string key = absl::StrCat("fault/idle/", i);
+    client::AdmitRequest in;
+    in.endpoint = key;
+    absl::StatusOr<ClientDecision> d = c->Admit(in);
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ(d->source, DecisionSource::kCoordinator);
   }

@@ -53,6 +53,7 @@ REQUIRED_FAMILIES = {
     "stagger_budget_refusals_total": "counter",
     "stagger_untracked_decisions_total": "counter",
     "stagger_pace_cuts_total": "counter",
+    "stagger_misrouted_requests_total": "counter",
     "stagger_breaker_transitions_total": "counter",
     "stagger_endpoints": "gauge",
     "stagger_endpoints_tracked": "gauge",

@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
+#include "tests/client/requests.h"
 #include "grpcpp/grpcpp.h"
 #include "server/engine/decision.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
@@ -48,6 +49,8 @@ ABSL_FLAG(std::string, key_prefix, "https://hooks.example",
 
 namespace {
 
+using stagger::testing::AdmitOf;
+using stagger::testing::ReportOf;
 using stagger::client::ClientDecision;
 using stagger::client::CoordinatorClient;
 using stagger::client::DecisionSource;
@@ -149,19 +152,19 @@ int main(int argc, char** argv) {
       const std::string ep = absl::StrCat(prefix, "/e", i % 5);
       tally.Endpoint(ep);
       tally.Rpc("Admit");
-      tally.Decision("admit", Must(client->Admit(ep, 1), "Admit 1"));
+      tally.Decision("admit", Must(client->Admit(AdmitOf(ep, 1)), "Admit 1"));
       tally.Rpc("Report");
       const ClientDecision retry = Must(
-          client->Report(ep, 1, Outcome::kRetryableFailure), "Report 1");
+          client->Report(ReportOf(ep, 1, Outcome::kRetryableFailure)), "Report 1");
       tally.Decision("report", retry);
       if (retry.verdict != Verdict::kProceed) continue;
       tally.Rpc("Admit");
-      const ClientDecision admitted = Must(client->Admit(ep, 2), "Admit 2");
+      const ClientDecision admitted = Must(client->Admit(AdmitOf(ep, 2)), "Admit 2");
       tally.Decision("admit", admitted);
       if (admitted.verdict != Verdict::kProceed) continue;
       tally.Rpc("Report");
       tally.Decision("report",
-                     Must(client->Report(ep, 2, Outcome::kSuccess), "Report 2"));
+                     Must(client->Report(ReportOf(ep, 2, Outcome::kSuccess)), "Report 2"));
     }
 
     // One delivery that fails three times before succeeding: retry delays
@@ -169,17 +172,17 @@ int main(int argc, char** argv) {
     const std::string deep = absl::StrCat(prefix, "/deep");
     tally.Endpoint(deep);
     tally.Rpc("Admit");
-    tally.Decision("admit", Must(client->Admit(deep, 1), "Admit deep"));
+    tally.Decision("admit", Must(client->Admit(AdmitOf(deep, 1)), "Admit deep"));
     for (int attempt = 1; attempt <= 4; ++attempt) {
       const Outcome o =
           attempt < 4 ? Outcome::kRetryableFailure : Outcome::kSuccess;
       tally.Rpc("Report");
       const ClientDecision d =
-          Must(client->Report(deep, attempt, o), "Report deep");
+          Must(client->Report(ReportOf(deep, attempt, o)), "Report deep");
       tally.Decision("report", d);
       if (attempt == 4 || d.verdict != Verdict::kProceed) break;
       tally.Rpc("Admit");
-      const ClientDecision a = Must(client->Admit(deep, attempt + 1), "Admit deep");
+      const ClientDecision a = Must(client->Admit(AdmitOf(deep, attempt + 1)), "Admit deep");
       tally.Decision("admit", a);
       if (a.verdict != Verdict::kProceed) break;
     }
@@ -189,24 +192,24 @@ int main(int argc, char** argv) {
     tally.Endpoint(limited);
     for (absl::Duration ra : {absl::Seconds(2), absl::Hours(1)}) {
       tally.Rpc("Admit");
-      tally.Decision("admit", Must(client->Admit(limited, 1), "Admit limited"));
+      tally.Decision("admit", Must(client->Admit(AdmitOf(limited, 1)), "Admit limited"));
       tally.Rpc("Report");
       tally.RetryAfterSent(ra);
-      tally.Decision("report", Must(client->Report(limited, 1,
-                                                   Outcome::kRateLimited, ra),
+      tally.Decision("report", Must(client->Report(ReportOf(limited, 1,
+                                                   Outcome::kRateLimited, ra)),
                                     "Report limited"));
     }
     tally.Rpc("Admit");
-    tally.Decision("admit", Must(client->Admit(limited, 2), "Admit limited 2"));
+    tally.Decision("admit", Must(client->Admit(AdmitOf(limited, 2)), "Admit limited 2"));
 
     // Not retryable.
     const std::string strict = absl::StrCat(prefix, "/strict");
     tally.Endpoint(strict);
     tally.Rpc("Admit");
-    tally.Decision("admit", Must(client->Admit(strict, 1), "Admit strict"));
+    tally.Decision("admit", Must(client->Admit(AdmitOf(strict, 1)), "Admit strict"));
     tally.Rpc("Report");
-    tally.Decision("report", Must(client->Report(strict, 1,
-                                                 Outcome::kNotRetryable),
+    tally.Decision("report", Must(client->Report(ReportOf(strict, 1,
+                                                 Outcome::kNotRetryable)),
                                   "Report strict"));
 
     // Batches of 5.

@@ -92,7 +92,7 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
   for (const char* name :
        {"stagger_retry_after_total", "stagger_retry_after_clamped_total",
         "stagger_budget_refusals_total", "stagger_untracked_decisions_total",
-        "stagger_pace_cuts_total",
+        "stagger_pace_cuts_total", "stagger_misrouted_requests_total",
         "stagger_endpoints_tracked",
         "stagger_endpoints_evicted_total", "stagger_state_endpoints_restored",
         "stagger_state_last_save_timestamp_seconds"}) {

@@ -92,6 +92,7 @@ class ServiceHarness {
   metrics::ServerMetrics* metrics() { return metrics_.get(); }
   v1::RetryCoordinator::Stub& stub() { return *stub_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  service::CoordinatorService& service() { return *service_; }
 
   // The text exposition of the registry (what /metrics would serve), after
   // refreshing the engine gauges. Empty without metrics.

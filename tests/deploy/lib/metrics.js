@@ -44,6 +44,7 @@ const METRICS = {
   stagger_endpoints_evicted_total: { type: "counter", labels: {} },
   stagger_untracked_decisions_total: { type: "counter", labels: {} },
   stagger_pace_cuts_total: { type: "counter", labels: {} },
+  stagger_misrouted_requests_total: { type: "counter", labels: {} },
   stagger_config_reloads_total: {
     type: "counter",
     labels: { result: ["success", "failure"] },

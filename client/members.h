@@ -1,0 +1,70 @@
+// Members: which coordinator replicas a client talks to, and by what stable
+// name each is known -- parsed from ClientOptions::target (the example
+// worker's --coordinator, stagger-load's --target). The names are what keys
+// are hashed over (proto/wire/rendezvous.h), so a client and staggerd's
+// --replicas must agree on them.
+//
+// Target forms:
+//   host:port                    one replica (as before sharding).
+//   a:port,b:port,...            a static list; each entry's name is
+//   name=host:port,...             - the explicit `name=`, else
+//                                  - the first label of a DNS host name
+//                                    ("stagger-0.stagger-headless.ns.svc:
+//                                    50051" is "stagger-0", the pod's own
+//                                    hostname, which staggerd uses by
+//                                    default), else
+//                                  - the whole entry, for an IP literal or
+//                                    localhost (no stable name exists).
+//                                Names must be distinct.
+//   dns:///host:port             the members are what `host` resolves to
+//                                (A and AAAA), re-resolved periodically.
+//                                Each address's name is the first label of
+//                                its reverse (PTR) name: for a StatefulSet
+//                                behind a headless Service, Kubernetes DNS
+//                                answers the pod's stable name
+//                                (stagger-0.stagger-headless.ns.svc...),
+//                                and that name:port is then the channel's
+//                                target, so a rescheduled pod's new IP is
+//                                followed by name. An address without a
+//                                PTR name is named by the address itself
+//                                (not stable across reschedules).
+// Stateless apart from DNS lookups; thread-safe.
+#ifndef STAGGER_CLIENT_MEMBERS_H_
+#define STAGGER_CLIENT_MEMBERS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace stagger::client {
+
+struct Member {
+  std::string name;    // stable; what keys are hashed over
+  std::string target;  // gRPC target of its channel
+  bool operator==(const Member& o) const {
+    return name == o.name && target == o.target;
+  }
+};
+
+struct MemberSpec {
+  // Static list (dns_host empty) ...
+  std::vector<Member> members;
+  // ... or DNS: resolve dns_host, members listen on dns_port.
+  std::string dns_host;
+  std::string dns_port;
+};
+
+// InvalidArgument naming the entry for an empty entry, a missing port, an
+// empty name or a repeated one.
+absl::StatusOr<MemberSpec> ParseMembers(absl::string_view target);
+
+// The members `host` resolves to now (sorted by name, one per name).
+// Unavailable if the lookup fails or finds nothing.
+absl::StatusOr<std::vector<Member>> ResolveDnsMembers(absl::string_view host,
+                                                      absl::string_view port);
+
+}  // namespace stagger::client
+
+#endif  // STAGGER_CLIENT_MEMBERS_H_
