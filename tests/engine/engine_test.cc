@@ -1,4 +1,4 @@
-// Engine: the decision order of DESIGN.md, fleet-wide per-endpoint state,
+// Engine: the decision order (README, "The decision order"), fleet-wide per-endpoint state,
 // bad input, bounded memory, inspection and configuration changes. Fake
 // clock and fixed seeds; the concurrent tests use PerThreadRandom and
 // assert validity only, never timing.

@@ -22,7 +22,7 @@ import urllib.request
 
 READY_RE = re.compile(r"staggerd:? listening on \S+")
 
-# The only label values any stagger_* sample may carry (DESIGN.md "Metrics":
+# The only label values any stagger_* sample may carry (the metrics rule:
 # fixed sets, never an endpoint key).
 FIXED_LABELS = {
     "call": {"admit", "report"},
