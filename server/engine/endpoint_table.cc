@@ -44,17 +44,27 @@ EndpointState& EndpointTable::Acquire(Shard& s, absl::string_view key,
   auto it = s.map.find(key, hash);
   if (it != s.map.end()) return **it;
   const int64_t max = s.config->config.limits.max_endpoints;
-  if (tracked() >= max) SweepFullShard(s, now);
-  if (tracked() >= max) {
-    *untracked = true;
-    return scratch->emplace();  // config_generation 0: bound from fresh
+  if (!TryReservePlace(max)) {
+    SweepFullShard(s, now);
+    if (!TryReservePlace(max)) {
+      *untracked = true;
+      return scratch->emplace();  // config_generation 0: bound from fresh
+    }
   }
   EndpointState* st = EndpointState::New(key);
   s.map.insert(st);
-  tracked_.fetch_add(1, std::memory_order_relaxed);
   by_state_[static_cast<int>(BreakerState::kClosed)].fetch_add(
       1, std::memory_order_relaxed);
   return *st;
+}
+
+bool EndpointTable::TryReservePlace(int64_t max) {
+  int64_t n = tracked_.load(std::memory_order_relaxed);
+  do {
+    if (n >= max) return false;
+  } while (!tracked_.compare_exchange_weak(n, n + 1,
+                                           std::memory_order_relaxed));
+  return true;
 }
 
 void EndpointTable::SweepFullShard(Shard& s, absl::Time now) {
@@ -128,13 +138,12 @@ EndpointTable::InsertResult EndpointTable::InsertRestored(
   Shard& s = ShardFor(key, &hash);
   absl::MutexLock l(&s.mu);
   if (s.map.find(key, hash) != s.map.end()) return InsertResult::kTracked;
-  if (tracked() >= s.config->config.limits.max_endpoints) {
+  if (!TryReservePlace(s.config->config.limits.max_endpoints)) {
     return InsertResult::kFull;
   }
   EndpointState* st = EndpointState::New(key);
   restore(*st, s.config->Bind(*st, key));
   s.map.insert(st);
-  tracked_.fetch_add(1, std::memory_order_relaxed);
   by_state_[static_cast<int>(st->breaker.state())].fetch_add(
       1, std::memory_order_relaxed);
   return InsertResult::kInserted;

@@ -147,6 +147,9 @@ class EndpointTable {
                          absl::Time now,
                          std::optional<EndpointState>* scratch,
                          bool* untracked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Takes one of the table's `max` places, atomically across shards: two
+  // shards inserting at once cannot both take the last place. False: full.
+  bool TryReservePlace(int64_t max);
   // Sweeps a full table's shard, at most once per kFullTableSweepInterval.
   void SweepFullShard(Shard& s, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);

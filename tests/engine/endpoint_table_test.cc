@@ -1,14 +1,17 @@
 // EndpointTable (server/engine/endpoint_table.h): creation and lookup, the
 // max_endpoints limit and its scratch state, idle eviction and its counters,
 // listing keys after a cursor, and configuration binding on reload. Time is
-// a plain absl::Time the test moves; no threads.
+// a plain absl::Time the test moves; threads only where concurrent
+// inserts are the subject.
 #include "server/engine/endpoint_table.h"
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -92,6 +95,24 @@ TEST(EndpointTableTest, AFullTableDecidesFromScratchAndSweepsOncePerSecond) {
   EXPECT_EQ(t.Stats().evicted_total, 1);
   EXPECT_TRUE(Touch(t, "c", later));  // room again
   EXPECT_EQ(t.Stats().tracked, 2);
+}
+
+// Threads inserting into different shards at once never take more than
+// max_endpoints places between them (the place is reserved atomically;
+// checking then counting let each shard take "the last" one).
+TEST(EndpointTableTest, ConcurrentInsertsNeverExceedMaxEndpoints) {
+  constexpr int64_t kMax = 64;
+  EndpointTable t(CompiledConfig::Compile(Config(kMax), nullptr));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 8; ++w) {
+    threads.emplace_back([&t, w] {
+      for (int i = 0; i < 2000; ++i) {
+        Touch(t, absl::StrCat("w", w, "/", i), kStart);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(t.tracked(), kMax);
 }
 
 TEST(EndpointTableTest, EvictionCountsByBreakerStateAndTotal) {
