@@ -51,6 +51,7 @@
 #include "server/metrics/metrics_exposer.h"
 #include "server/metrics/server_metrics.h"
 #include "server/security/security_setup.h"
+#include "server/service/admin_service.h"
 #include "server/service/coordinator_service.h"
 #include "server/service/server_setup.h"
 
@@ -171,10 +172,12 @@ int Run() {
 
   service::CoordinatorService service(&engine, &server_metrics,
                                       engine::RealClock::Instance());
+  service::AdminService admin(&engine, &security->metrics(),
+                              engine::RealClock::Instance(), Log);
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
   absl::StatusOr<std::unique_ptr<grpc::Server>> started_server =
-      service::StartServer(address, {&service}, security->credentials(),
+      service::StartServer(address, {&service, &admin}, security->credentials(),
                            &port);
   if (!started_server.ok()) {
     Log(std::string(started_server.status().message()));

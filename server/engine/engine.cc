@@ -479,6 +479,23 @@ class EngineDecider {
     return st.release != nullptr && st.release->pacer.Releasing(now);
   }
 
+  // The first gate: an operator's pause covering the endpoint. The
+  // delivery is held until the pause ends, spread over deferral.spread
+  // after it so the fleet does not come back at one instant; the
+  // endpoint's state is not touched.
+  static std::optional<Decision> Paused(const Engine& e, absl::string_view key,
+                                        const PolicyParams& p, absl::Time now,
+                                        absl::BitGenRef rng, int attempt,
+                                        bool untracked) {
+    const absl::Time until = e.pauses_.PausedUntil(key, now);
+    if (until <= now) return std::nullopt;
+    Decision d;
+    d.untracked = untracked;
+    d.attempt = attempt;
+    Defer(&d, Reason::kPaused, until + UniformDuration(rng, p.deferral.spread));
+    return d;
+  }
+
   static void Defer(Decision* d, Reason r, absl::Time until) {
     d->verdict = Verdict::kDefer;
     d->reason = r;
@@ -823,6 +840,10 @@ absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
   return WithEndpoint(in.endpoint, [&](EndpointState& st,
                                        const PolicyParams& p, absl::Time now,
                                        absl::BitGenRef rng, bool untracked) {
+    if (auto paused = EngineDecider::Paused(*this, in.endpoint, p, now, rng,
+                                            in.attempt, untracked)) {
+      return *paused;
+    }
     return EngineDecider::Admit(*this, st, p, in, now, rng, untracked);
   });
 }
@@ -832,6 +853,12 @@ absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
   return WithEndpoint(in.endpoint, [&](EndpointState& st,
                                        const PolicyParams& p, absl::Time now,
                                        absl::BitGenRef rng, bool untracked) {
+    if (in.outcome != Outcome::kSuccess) {
+      if (auto paused = EngineDecider::Paused(*this, in.endpoint, p, now, rng,
+                                              in.attempt + 1, untracked)) {
+        return *paused;
+      }
+    }
     return EngineDecider::Report(*this, st, p, in, now, rng, untracked);
   });
 }
@@ -848,7 +875,10 @@ absl::StatusOr<EndpointSnapshot> Engine::Inspect(
     return absl::NotFoundError(
         absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
   }
-  return EngineDecider::Snapshot(*shard.config, endpoint, **it, now);
+  EndpointSnapshot snap =
+      EngineDecider::Snapshot(*shard.config, endpoint, **it, now);
+  snap.pause = pauses_.Find(endpoint, now);
+  return snap;
 }
 
 ListPage Engine::List(absl::string_view after, int page_size,
@@ -893,6 +923,7 @@ ListPage Engine::List(absl::string_view after, int page_size,
     if (it == shard.map.end()) continue;  // evicted since the scan
     page.endpoints.push_back(
         EngineDecider::Snapshot(*shard.config, key, **it, now));
+    page.endpoints.back().pause = pauses_.Find(key, now);
   }
   if (more && !keys.empty()) page.next_after = keys.back();
   page.total_tracked = tracked_.load(std::memory_order_relaxed);
@@ -929,6 +960,59 @@ int64_t Engine::EvictIdle() {
     evicted += SweepShardLocked(shards_[i], now);
   }
   return evicted;
+}
+
+absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
+  if (absl::Status s = ValidateKey(endpoint); !s.ok()) return s;
+  size_t hash;
+  Shard& shard = ShardFor(endpoint, &hash);
+  absl::MutexLock l(&shard.mu);
+  auto it = shard.map.find(endpoint, hash);
+  if (it == shard.map.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
+  }
+  EndpointState* st = *it;
+  by_state_[static_cast<int>(st->breaker.state())].fetch_sub(
+      1, std::memory_order_relaxed);
+  shard.map.erase(it);
+  EndpointState::Delete(st);
+  tracked_.fetch_sub(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EndpointSnapshot> Engine::ForceBreaker(
+    absl::string_view endpoint, BreakerState to, absl::Duration open_for) {
+  if (absl::Status s = ValidateKey(endpoint); !s.ok()) return s;
+  if (to == BreakerState::kOpen && open_for <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("open_for: must be > 0");
+  }
+  if (to == BreakerState::kHalfOpen) {
+    return absl::InvalidArgumentError("state: must be OPEN or CLOSED");
+  }
+  const absl::Time now = clock_->Now();
+  size_t hash;
+  Shard& shard = ShardFor(endpoint, &hash);
+  absl::MutexLock l(&shard.mu);
+  auto it = shard.map.find(endpoint, hash);
+  if (it == shard.map.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
+  }
+  EndpointState& st = **it;
+  const CompiledConfig& cfg = *shard.config;
+  const PolicyParams& p =
+      cfg.Policy(st.config_generation == cfg.generation ? st.policy_index
+                                                        : cfg.Resolve(endpoint));
+  Decision unused;
+  EngineDecider::Transition(*this, /*untracked=*/false, &unused,
+                            to == BreakerState::kOpen
+                                ? st.breaker.ForceOpen(now + open_for)
+                                : st.breaker.ForceClosed());
+  EngineDecider::SyncGate(st, p, now);
+  EndpointSnapshot snap = EngineDecider::Snapshot(cfg, endpoint, st, now);
+  snap.pause = pauses_.Find(endpoint, now);
+  return snap;
 }
 
 EngineStats Engine::Stats() const {

@@ -45,6 +45,7 @@
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
 #include "server/engine/engine_config.h"
+#include "server/engine/pause_table.h"
 #include "server/engine/random.h"
 
 namespace stagger::engine {
@@ -75,6 +76,8 @@ struct EndpointSnapshot {
   double backlog = 0;
   double served_per_second = 0;
   absl::Duration round_trip = absl::ZeroDuration();
+  // The operator's pause covering it now (its own, or a prefix's), if any.
+  std::optional<Pause> pause;
 };
 
 struct ListPage {
@@ -128,6 +131,23 @@ class Engine {
   int64_t EvictIdle();
 
   EngineStats Stats() const;
+
+  // Operator controls (stagger.v1.Admin). Pauses (pause_table.h) are the
+  // first gate of every decision: while one covers the endpoint, Admit and
+  // every report but SUCCESS answer DEFER(PAUSED) until it ends (spread
+  // over deferral.spread after it), without touching the endpoint's state:
+  // failures during an operator's pause teach nothing, and nothing is
+  // given up. Pauses are not endpoint state: config reloads, eviction and
+  // ResetEndpoint keep them.
+  PauseTable& pauses() { return pauses_; }
+  const PauseTable& pauses() const { return pauses_; }
+  // Forgets the endpoint's state, as eviction does. NotFound if untracked.
+  absl::Status ResetEndpoint(absl::string_view endpoint);
+  // Forces its breaker OPEN for `open_for` (> 0) or CLOSED (CircuitBreaker::
+  // ForceOpen/ForceClosed), counted as a transition. NotFound if untracked.
+  absl::StatusOr<EndpointSnapshot> ForceBreaker(absl::string_view endpoint,
+                                                BreakerState to,
+                                                absl::Duration open_for);
   int max_batch_size() const {
     return max_batch_size_.load(std::memory_order_relaxed);
   }
@@ -150,6 +170,7 @@ class Engine {
 
   const Clock* clock_;
   RandomSource* random_;
+  PauseTable pauses_;
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.
   absl::Mutex set_config_mu_;

@@ -36,6 +36,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "stagger/v1/admin.grpc.pb.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 #include "tests/testing/blackbox_util.h"
 #include "tests/testing/staggerd_process.h"
@@ -149,12 +150,14 @@ class SecureServerTest : public ::testing::Test {
 
   // One Admit; `cn` gets the server certificate's common name.
   static grpc::Status Admit(const std::shared_ptr<grpc::Channel>& ch,
-                            std::string* cn = nullptr) {
+                            std::string* cn = nullptr,
+                            v1::AdmitResponse* out = nullptr) {
     auto stub = v1::RetryCoordinator::NewStub(ch);
     v1::AdmitRequest req;
     req.set_endpoint("https://hooks.example.com/a");
     req.set_attempt(1);
-    v1::AdmitResponse resp;
+    v1::AdmitResponse local;
+    v1::AdmitResponse& resp = out != nullptr ? *out : local;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     grpc::Status s = stub->Admit(&ctx, req, &resp);
@@ -173,22 +176,13 @@ class SecureServerTest : public ::testing::Test {
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     return stub->ListEndpoints(&ctx, v1::ListEndpointsRequest(), &resp);
   }
-  // Any Admin method: authorization runs before the method is looked up.
+  // An Admin call (ListPauses: changes nothing).
   static grpc::Status AdminCall(const std::shared_ptr<grpc::Channel>& ch) {
-    grpc::GenericStub stub(ch);
+    auto stub = v1::Admin::NewStub(ch);
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    grpc::Slice empty_message("");  // an empty request message
-    grpc::ByteBuffer req(&empty_message, 1), resp;
-    grpc::Status result;
-    absl::Notification done;
-    stub.UnaryCall(&ctx, "/stagger.v1.Admin/Resume", grpc::StubOptions(), &req,
-                   &resp, [&](grpc::Status s) {
-                     result = std::move(s);
-                     done.Notify();
-                   });
-    done.WaitForNotification();
-    return result;
+    v1::ListPausesResponse resp;
+    return stub->ListPauses(&ctx, v1::ListPausesRequest(), &resp);
   }
   double Metric(const char* series) const {
     return ScrapeMetric(server_->metrics_port(), series).value_or(-1);
@@ -240,17 +234,72 @@ TEST_F(SecureServerTest, PolicyGivesEachRoleItsMethodsAndCountsDenials) {
 
   auto admin = Channel("admin");
   EXPECT_TRUE(List(admin).ok());
-  // Allowed through authorization: whatever the Admin service answers, it
-  // is not PERMISSION_DENIED.
-  EXPECT_NE(AdminCall(admin).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(AdminCall(admin).ok());
+  EXPECT_EQ(Admit(admin).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 
-  EXPECT_EQ(Metric(kDeniedCoordinator), 2);  // worker List, reader Admit
+  EXPECT_EQ(Metric(kDeniedCoordinator), 3);  // worker List, reader and admin Admit
   EXPECT_EQ(Metric(kDeniedAdmin), 2);        // worker and reader
   // The metric's labels never carry request data: no endpoint key anywhere.
   auto body = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok());
   EXPECT_THAT(*body, ::testing::Not(HasSubstr("hooks.example.com")));
   EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
+}
+
+// staggerctl with the admin's certificate pauses the endpoint; the worker's
+// next Admit answers DEFER(PAUSED); a worker's certificate cannot pause
+// (exit 4, PERMISSION_DENIED); the action is logged with the admin's
+// identity and never with the key.
+TEST_F(SecureServerTest, AdminPausesWithStaggerctlAndWorkersAreHeld) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  auto worker = Channel("worker");
+  ASSERT_TRUE(Admit(worker).ok());
+  auto ctl = [&](const std::string& who, const std::string& args,
+                 std::string* out = nullptr) {
+    const std::string cmd = absl::StrCat(
+        STAGGERCTL_PATH, " --address=", server_->target(),
+        " --tls_ca_file=", Cert("ca.pem"), " --tls_cert_file=", Cert(who + ".pem"),
+        " --tls_key_file=", Cert(who + ".key"),
+        " --tls_server_name=stagger.test ", args, " 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof buf, p) != nullptr) text += buf;
+    const int status = p == nullptr ? -1 : pclose(p);
+    if (out != nullptr) *out = text;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  EXPECT_EQ(ctl("worker", "pause https://hooks.example.com/a --for 10m --reason x", &out), 4) << out;
+  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
+  const size_t from = server_->output_size();
+  ASSERT_EQ(ctl("admin", "pause https://hooks.example.com/a --for 10m --reason 'partner maintenance'", &out), 0) << out;
+
+  v1::AdmitResponse resp;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().verdict(), v1::DEFER);
+  EXPECT_EQ(resp.decision().reason(), v1::PAUSED);
+  EXPECT_GE(resp.decision().defer_for().seconds(), 9 * 60);
+
+  ASSERT_EQ(ctl("admin", "get https://hooks.example.com/a", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("partner maintenance"));
+  EXPECT_THAT(out, HasSubstr("spiffe://stagger.test/admin"));
+  ASSERT_EQ(ctl("admin", "list --state=PAUSED --json", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("\"paused_by\": \"spiffe://stagger.test/admin\""));
+  EXPECT_EQ(ctl("reader", "list --state=PAUSED", &out), 4) << out;
+  EXPECT_EQ(ctl("reader", "get https://hooks.example.com/a", &out), 0) << out;
+
+  ASSERT_EQ(ctl("admin", "resume https://hooks.example.com/a", &out), 0) << out;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_NE(resp.decision().reason(), v1::PAUSED);
+
+  EXPECT_TRUE(server_->WaitForOutput(
+      "admin: spiffe://stagger.test/admin paused endpoint key#", from));
+  EXPECT_TRUE(server_->WaitForOutput(
+      "admin: spiffe://stagger.test/admin resumed endpoint key#", from));
+  EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"pause\"}"), 1);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"resume\"}"), 1);
 }
 
 TEST_F(SecureServerTest, PolicyChangeTakesEffectAndABadOneIsRefusedAndCounted) {
