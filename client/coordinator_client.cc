@@ -171,6 +171,9 @@ CoordinatorClient::CoordinatorClient(ClientOptions options)
     // The client's deadline and fallback are the retry policy; gRPC's own
     // retries would only spend the deadline.
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    if (!options_.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options_.tls_server_name);
+    }
     channel_ = grpc::CreateCustomChannel(
         options_.target,
         options_.credentials != nullptr ? options_.credentials

@@ -485,6 +485,7 @@ int main(int argc, char** argv) {
   stagger::client::ClientOptions options;
   options.target = absl::GetFlag(FLAGS_coordinator);
   options.credentials = *credentials;
+  options.tls_server_name = tls.server_name;
   options.call_deadline = absl::Milliseconds(absl::GetFlag(FLAGS_deadline_ms));
   options.fallback = absl::GetFlag(FLAGS_fail_closed)
                          ? stagger::client::FallbackMode::kFailClosed

@@ -302,6 +302,39 @@ TEST_F(SecureServerTest, AdminPausesWithStaggerctlAndWorkersAreHeld) {
   EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"resume\"}"), 1);
 }
 
+// The example worker over mutual TLS with the worker's certificate: its
+// decisions come from the coordinator. With a --tls_server_name the
+// server's certificate does not carry, the handshake fails and every
+// decision is the local fallback's: the option reaches the channel.
+TEST_F(SecureServerTest, ExampleWorkerTakesTheTlsFlags) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  auto run = [&](const std::string& server_name) {
+    const std::string cmd = absl::StrCat(
+        EXAMPLE_WORKER_PATH, " --coordinator=", server_->target(),
+        " --tls_ca_file=", Cert("ca.pem"), " --tls_cert_file=", Cert("worker.pem"),
+        " --tls_key_file=", Cert("worker.key"), " --tls_server_name=", server_name,
+        " --endpoint='https://bot:secret@hooks.example.com/orders/T0?sig=1'",
+        " --deliveries=20 --workers=4 --arrival_seconds=1 --outage_seconds=0",
+        " --rate_limit_at=1000 --max_run_seconds=30 --quiet 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof buf, p) != nullptr) text += buf;
+    if (p != nullptr) pclose(p);
+    return text;
+  };
+  const std::string good = run("stagger.test");
+  EXPECT_THAT(good, HasSubstr("deliveries: 20 (SUCCEEDED 20;"));
+  EXPECT_THAT(good, HasSubstr("decisions by source: coordinator "));
+  EXPECT_THAT(good, ::testing::Not(HasSubstr("local")));
+  // The key it sent is the URL without its secrets.
+  EXPECT_THAT(good, HasSubstr("to https://hooks.example.com/orders;"));
+  EXPECT_THAT(good, ::testing::Not(HasSubstr("secret")));
+  const std::string wrong = run("not-in-the-certificate.test");
+  EXPECT_THAT(wrong, HasSubstr("decisions by source: local "));
+  EXPECT_THAT(wrong, ::testing::Not(HasSubstr("source: coordinator")));
+}
+
 TEST_F(SecureServerTest, PolicyChangeTakesEffectAndABadOneIsRefusedAndCounted) {
   Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
   auto worker = Channel("worker");
