@@ -300,6 +300,27 @@ TEST_F(SecureServerTest, AdminPausesWithStaggerctlAndWorkersAreHeld) {
   EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
   EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"pause\"}"), 1);
   EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"resume\"}"), 1);
+
+  // Force the breaker open: the worker is deferred by it; a reset forgets
+  // it and the worker goes again.
+  auto admin = v1::Admin::NewStub(Channel("admin"));
+  v1::ForceBreakerRequest force;
+  force.set_endpoint("https://hooks.example.com/a");
+  force.set_state(v1::OPEN);
+  force.mutable_open_for()->set_seconds(60);
+  force.set_reason("drill");
+  v1::ForceBreakerResponse forced;
+  grpc::ClientContext fctx;
+  ASSERT_TRUE(admin->ForceBreaker(&fctx, force, &forced).ok());
+  EXPECT_EQ(forced.state().breaker_state(), v1::OPEN);
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().reason(), v1::CIRCUIT_OPEN);
+  ASSERT_EQ(ctl("admin", "reset https://hooks.example.com/a --reason drill-over", &out), 0) << out;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().verdict(), v1::PROCEED);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"force_breaker\"}"), 1);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"reset\"}"), 1);
+  EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
 }
 
 // The example worker over mutual TLS with the worker's certificate: its
