@@ -541,8 +541,7 @@ int main(int argc, char** argv) {
   auto watch_channel =
       stagger::client::MakeChannel((*client)->OwnerOf(g_key).target, tls);
   if (!watch_channel.ok()) {
-    std::fprintf(stderr, "bad options: %s
-",
+    std::fprintf(stderr, "bad options: %s\n",
                  watch_channel.status().ToString().c_str());
     return 2;
   }
