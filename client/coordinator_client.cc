@@ -47,6 +47,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options,
   // The client's deadline and fallback are the retry policy; gRPC's own
   // retries would only spend the deadline.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // TLS (client/tls_options.h): every replica's channel uses the same
+  // credentials and expects the same name in its certificate, if set.
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
   return grpc::CreateCustomChannel(
       target,
       options.credentials != nullptr ? options.credentials

@@ -157,8 +157,12 @@ struct ClientOptions {
   // Use this channel instead of creating one for `target` (tests, shared
   // channels; one replica). Optional.
   std::shared_ptr<grpc::Channel> channel;
-  // Channel credentials; null means insecure (plaintext).
+  // Channel credentials; null means insecure (plaintext). For TLS/mTLS
+  // use client::MakeChannelCredentials (client/tls_options.h).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // TLS: the name expected in the coordinator's certificate instead of the
+  // target's host (ClientTlsOptions::server_name). Empty: the host.
+  std::string tls_server_name;
   // Deadline of every RPC, real time. > 0, at most 1 minute. Default 50 ms.
   absl::Duration call_deadline = absl::Milliseconds(50);
   FallbackMode fallback = FallbackMode::kFailOpen;

@@ -23,6 +23,14 @@
 //                      comma-separated (default empty: one replica)
 //   --replica_name     this replica's name among them (default: $HOSTNAME,
 //                      a StatefulSet pod's name); see service/ownership.h
+//   --tls_cert_file, --tls_key_file   TLS on the gRPC port (PEM; re-read
+//                      every --tls_refresh_interval, default 10s)
+//   --tls_client_ca_file  mutual TLS: client certificates required and
+//                      verified against this CA bundle
+//   --authz_policy_file   gRFC A43 authorization policy (JSON), enforced
+//                      per call; needs mutual TLS; reloaded on change
+//   --health_address   a separate plaintext port serving the gRPC health
+//                      service alone (for probes that cannot do TLS)
 //
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
 // (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
@@ -56,6 +64,8 @@
 #include "server/engine/random.h"
 #include "server/metrics/metrics_exposer.h"
 #include "server/metrics/server_metrics.h"
+#include "server/security/security_setup.h"
+#include "server/service/admin_service.h"
 #include "server/service/coordinator_service.h"
 #include "server/service/server_setup.h"
 #include "server/state/state_keeper.h"
@@ -85,6 +95,23 @@ ABSL_FLAG(std::string, replicas, "",
           "requests for keys another replica owns are counted as misrouted");
 ABSL_FLAG(std::string, replica_name, "",
           "this replica's name in --replicas (default: $HOSTNAME)");
+
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain for TLS on the gRPC port (with "
+          "--tls_key_file); empty: plaintext");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: clients must present a certificate it verifies "
+          "(mutual TLS)");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(10),
+          "how often the TLS files are re-read (rotation), 1s..1h");
+ABSL_FLAG(std::string, authz_policy_file, "",
+          "gRFC A43 authorization policy (JSON); needs mutual TLS");
+ABSL_FLAG(absl::Duration, authz_poll_interval, absl::Seconds(1),
+          "how often the authorization policy file is checked for changes");
+ABSL_FLAG(std::string, health_address, "",
+          "separate plaintext address serving only the gRPC health service; "
+          "empty: none");
 
 namespace stagger {
 namespace {
@@ -182,6 +209,21 @@ int Run() {
     exposer = *std::move(started);
   }
 
+  security::SecurityFlags security_flags;
+  security_flags.tls = {absl::GetFlag(FLAGS_tls_cert_file),
+                        absl::GetFlag(FLAGS_tls_key_file),
+                        absl::GetFlag(FLAGS_tls_client_ca_file)};
+  security_flags.tls_refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  security_flags.authz_policy_file = absl::GetFlag(FLAGS_authz_policy_file);
+  security_flags.authz_poll_interval = absl::GetFlag(FLAGS_authz_poll_interval);
+  absl::StatusOr<std::unique_ptr<security::ServerSecurity>> made_security =
+      security::ServerSecurity::Create(security_flags, *registry, Log);
+  if (!made_security.ok()) {
+    Log(absl::StrCat("refusing to start: ", made_security.status().message()));
+    return 2;
+  }
+  std::unique_ptr<security::ServerSecurity> security = *std::move(made_security);
+
   std::unique_ptr<state::StateKeeper> keeper =
       StartStateKeeper(&engine, &server_metrics);
 
@@ -201,16 +243,29 @@ int Run() {
     Log(absl::StrCat("replica ", (*ownership)->self(), " of ",
                      (*ownership)->members().size()));
   }
+  service::AdminService admin(&engine, &security->metrics(),
+                              engine::RealClock::Instance(), Log);
   int port = 0;
   const std::string address = absl::GetFlag(FLAGS_address);
   absl::StatusOr<std::unique_ptr<grpc::Server>> started_server =
-      service::StartServer(address, &service, &port, limits);
+      service::StartServer(address, {&service, &admin}, security->credentials(),
+                           &port, limits);
   if (!started_server.ok()) {
     Log(std::string(started_server.status().message()));
     return 1;
   }
   std::unique_ptr<grpc::Server> server = *std::move(started_server);
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  std::unique_ptr<grpc::Server> health_server;
+  int health_port = 0;
+  if (const std::string a = absl::GetFlag(FLAGS_health_address); !a.empty()) {
+    auto started = service::StartHealthServer(a, &health_port);
+    if (!started.ok()) {
+      Log(absl::StrCat("health port: ", started.status().message()));
+      return 1;
+    }
+    health_server = *std::move(started);
+  }
+  security->StartReloading();
 
   std::unique_ptr<config::ConfigReloader> reloader;
   if (!config_path.empty()) {
@@ -235,6 +290,8 @@ int Run() {
                        &stop_eviction);
 
   const std::string host = address.substr(0, address.rfind(':'));
+  if (health_server) Log(absl::StrCat("health on port ", health_port));
+  Log(absl::StrCat("gRPC port security: ", security->Describe()));
   Log(absl::StrCat(
       "listening on ", host, ":", port,
       exposer ? absl::StrCat(" (metrics on port ", exposer->port(), ")")
@@ -257,13 +314,17 @@ int Run() {
     break;
   }
 
-  health->SetServingStatus(service::kCoordinatorServiceName, false);
-  health->SetServingStatus(false);
+  service::SetServing({server.get(), health_server.get()}, false);
   absl::SleepFor(absl::GetFlag(FLAGS_drain_grace));
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_drain_timeout)));
   server->Wait();
   if (keeper) keeper->Stop();  // the last snapshot, after the last answer
+  if (health_server) {
+    health_server->Shutdown(std::chrono::system_clock::now());
+    health_server->Wait();
+  }
+  security->Stop();
   if (reloader) reloader->Stop();
   stop_eviction.Notify();
   eviction.join();
@@ -284,7 +345,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Stagger retry coordinator. See README.md; flags: --address, --config, "
       "--metrics_address, --drain_grace, --drain_timeout, --state_file, "
-      "--state_save_interval, --replicas, --replica_name.");
+      "--state_save_interval, --replicas, --replica_name, --tls_cert_file, "
+      "--tls_key_file, --tls_client_ca_file, --authz_policy_file, "
+      "--health_address.");
   absl::ParseCommandLine(argc, argv);
   return stagger::Run();
 }

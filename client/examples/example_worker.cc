@@ -50,8 +50,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
+#include "client/endpoint_key.h"
 #include "client/http_outcome.h"
 #include "client/retry_loop.h"
+#include "client/tls_options.h"
 #include "client/wait.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -63,7 +65,18 @@ ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
 ABSL_FLAG(int, workers, 32, "worker threads (1..256)");
 ABSL_FLAG(int, deliveries, 200, "deliveries to make (1..100000)");
 ABSL_FLAG(std::string, endpoint, "https://hooks.example.com/orders",
-          "endpoint key the deliveries go to");
+          "the URL the deliveries go to; the endpoint key sent to staggerd "
+          "is derived from it (EndpointKeyFromUrl: never userinfo, query or "
+          "fragment)");
+ABSL_FLAG(int, key_path_segments, 1,
+          "path segments of the URL kept in the endpoint key (0..16)");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "TLS: the CA that signed staggerd's certificate");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "mutual TLS: this worker's certificate (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "mutual TLS: this worker's key");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "the name in staggerd's certificate, if not the --coordinator host");
 ABSL_FLAG(double, arrival_seconds, 12, "deliveries arrive evenly over this");
 ABSL_FLAG(double, outage_seconds, 4, "the endpoint fails everything first");
 ABSL_FLAG(double, rate_limit_at, 9, "when the 429 burst starts (seconds)");
@@ -88,6 +101,10 @@ using stagger::client::LoopResult;
 using stagger::engine::Outcome;
 using stagger::engine::Reason;
 using stagger::engine::Verdict;
+
+// The endpoint key for --endpoint (set once in main, before any worker
+// runs): the delivery URL without what must not leave the worker.
+std::string g_key;
 
 // When the run starts (set once in main, before any worker runs): the
 // endpoint's timeline and every printed t= are relative to it.
@@ -346,7 +363,7 @@ void Worker(int id, stagger::client::CoordinatorClient* client,
             FlakyEndpoint* endpoint, WorkQueue* queue,
             const stagger::client::Canceller* stop, Tally* tally,
             OpenCount* open_deliveries) {
-  const std::string key = absl::GetFlag(FLAGS_endpoint);
+  const std::string key = g_key;
   const bool quiet = absl::GetFlag(FLAGS_quiet);
   while (std::optional<Delivery> d = queue->Pop()) {
     int last_status = 0;
@@ -399,10 +416,9 @@ void Worker(int id, stagger::client::CoordinatorClient* client,
 
 // Watches the endpoint's breaker through the read-only inspection RPC and
 // prints its transitions.
-void WatchBreaker(const std::string& target, const std::string& key,
+void WatchBreaker(std::shared_ptr<grpc::Channel> channel, const std::string& key,
                   const stagger::client::Canceller* stop) {
-  auto stub = stagger::v1::RetryCoordinator::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub = stagger::v1::RetryCoordinator::NewStub(channel);
   std::string last = "CLOSED";
   while (stop->WaitFor(absl::Milliseconds(100))) {
     stagger::v1::GetEndpointRequest req;
@@ -410,7 +426,14 @@ void WatchBreaker(const std::string& target, const std::string& key,
     stagger::v1::GetEndpointResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
-    if (!stub->GetEndpoint(&ctx, req, &resp).ok()) continue;
+    const grpc::Status s = stub->GetEndpoint(&ctx, req, &resp);
+    if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      Line("(breaker watch off: this worker's certificate is not allowed "
+           "GetEndpoint by the coordinator's policy, which is right for a "
+           "worker)");
+      return;
+    }
+    if (!s.ok()) continue;
     const std::string now =
         stagger::v1::BreakerState_Name(resp.state().breaker_state());
     if (now != last) {
@@ -436,9 +459,34 @@ int main(int argc, char** argv) {
   const int workers = std::clamp(absl::GetFlag(FLAGS_workers), 1, 256);
   const int deliveries = std::clamp(absl::GetFlag(FLAGS_deliveries), 1, 100000);
 
-  // 1. The client: one per process, shared by every worker thread.
+  // 1. The endpoint key: from the delivery URL, keeping scheme, host, port
+  //    and the first path segment; a token in the URL never reaches the
+  //    coordinator, its logs or staggerctl's output.
+  absl::StatusOr<std::string> key = stagger::client::EndpointKeyFromUrl(
+      absl::GetFlag(FLAGS_endpoint), absl::GetFlag(FLAGS_key_path_segments));
+  if (!key.ok()) {
+    std::fprintf(stderr, "--endpoint: %s\n", key.status().ToString().c_str());
+    return 2;
+  }
+  g_key = *key;
+
+  // 2. The client: one per process, shared by every worker thread; TLS if
+  //    the --tls_* flags say so.
+  stagger::client::ClientTlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  auto credentials = stagger::client::MakeChannelCredentials(tls);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "bad TLS flags: %s\n",
+                 credentials.status().ToString().c_str());
+    return 2;
+  }
   stagger::client::ClientOptions options;
   options.target = absl::GetFlag(FLAGS_coordinator);
+  options.credentials = *credentials;
+  options.tls_server_name = tls.server_name;
   options.call_deadline = absl::Milliseconds(absl::GetFlag(FLAGS_deadline_ms));
   options.fallback = absl::GetFlag(FLAGS_fail_closed)
                          ? stagger::client::FallbackMode::kFailClosed
@@ -456,7 +504,7 @@ int main(int argc, char** argv) {
   Line(absl::StrFormat(
       "%d workers, %d deliveries to %s; endpoint outage for %.0fs, 429 burst "
       "at %.0fs for %.0fs (Retry-After: %ds)",
-      workers, deliveries, absl::GetFlag(FLAGS_endpoint),
+      workers, deliveries, g_key,
       absl::GetFlag(FLAGS_outage_seconds), absl::GetFlag(FLAGS_rate_limit_at),
       absl::GetFlag(FLAGS_rate_limit_seconds),
       absl::GetFlag(FLAGS_retry_after_seconds)));
@@ -464,7 +512,7 @@ int main(int argc, char** argv) {
        "CIRCUIT_OPEN deferrals during the outage; RETRY_AFTER / "
        "RETRY_AFTER_WINDOW on workers that were not sent the 429");
 
-  // 2. The deliveries arrive over time, from now.
+  // 3. The deliveries arrive over time, from now.
   g_start = absl::Now();
   WorkQueue queue;
   const absl::Duration arrival =
@@ -478,7 +526,7 @@ int main(int argc, char** argv) {
     queue.Push(d);
   }
 
-  // 3. Workers, a breaker watcher, and a bound on the run time. `stop`
+  // 4. Workers, a breaker watcher, and a bound on the run time. `stop`
   //    wakes every wait at once.
   stagger::client::Canceller stop;
   FlakyEndpoint endpoint;
@@ -490,9 +538,14 @@ int main(int argc, char** argv) {
                          &tally, &open_deliveries);
   }
   // The breaker lives on the replica that owns the endpoint's key.
-  std::thread watcher(WatchBreaker,
-                      (*client)->OwnerOf(absl::GetFlag(FLAGS_endpoint)).target,
-                      absl::GetFlag(FLAGS_endpoint), &stop);
+  auto watch_channel =
+      stagger::client::MakeChannel((*client)->OwnerOf(g_key).target, tls);
+  if (!watch_channel.ok()) {
+    std::fprintf(stderr, "bad options: %s\n",
+                 watch_channel.status().ToString().c_str());
+    return 2;
+  }
+  std::thread watcher(WatchBreaker, *watch_channel, g_key, &stop);
 
   const absl::Time bound =
       g_start + absl::Seconds(absl::GetFlag(FLAGS_max_run_seconds));

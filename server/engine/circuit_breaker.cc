@@ -65,6 +65,25 @@ BreakerTransition CircuitBreaker::Trip(const BreakerParams& p, absl::Time now,
   return BreakerTransition{from, BreakerState::kOpen};
 }
 
+CircuitBreaker::MaybeTransition CircuitBreaker::ForceOpen(absl::Time until) {
+  const BreakerState from = state_;
+  time_ns_ = absl::ToUnixNanos(until);
+  state_ = BreakerState::kOpen;
+  consecutive_failures_ = 0;
+  probes_in_flight_ = 0;
+  probe_successes_ = 0;
+  window_.Reset();
+  if (from == BreakerState::kOpen) return std::nullopt;
+  return BreakerTransition{from, BreakerState::kOpen};
+}
+
+CircuitBreaker::MaybeTransition CircuitBreaker::ForceClosed() {
+  const BreakerState from = state_;
+  *this = CircuitBreaker();
+  if (from == BreakerState::kClosed) return std::nullopt;
+  return BreakerTransition{from, BreakerState::kClosed};
+}
+
 CircuitBreaker::MaybeTransition CircuitBreaker::OnFailure(
     const BreakerParams& p, absl::Time now, absl::BitGenRef rng) {
   if (!p.enabled) return std::nullopt;

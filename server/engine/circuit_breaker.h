@@ -56,6 +56,12 @@ class CircuitBreaker {
   bool ProbeSlotFree(const BreakerParams& p, absl::Time now);
   // HALF_OPEN: takes a probe slot. Call after ProbeSlotFree() said yes.
   void AcquireProbe() { ++probes_in_flight_; }
+  // Operator overrides (stagger.v1.Admin/ForceBreaker), also on a disabled
+  // breaker. ForceOpen: OPEN until `until`, then half-open as usual (the
+  // trip count is kept, probes and the failure window are forgotten).
+  // ForceClosed: CLOSED with everything forgotten, as after a recovery.
+  MaybeTransition ForceOpen(absl::Time until);
+  MaybeTransition ForceClosed();
 
   // The state file (endpoint_record.h): everything, with absolute times;
   // Restore() makes the breaker the saved one (the window only if its slot

@@ -29,6 +29,7 @@ const char* ReasonName(Reason r) {
     case Reason::kAdmitted: return "ADMITTED";
     case Reason::kPaced: return "PACED";
     case Reason::kLastChance: return "LAST_CHANCE";
+    case Reason::kPaused: return "PAUSED";
   }
   return "REASON_UNSPECIFIED";
 }

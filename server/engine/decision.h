@@ -48,8 +48,11 @@ enum class Reason : uint8_t {
   // PROCEED: the last attempt that can start before the deadline (it goes
   // even through an open breaker or a Retry-After window).
   kLastChance = 15,
+  // DEFER: an operator paused the endpoint (stagger.v1.Admin/Pause, the
+  // engine's PauseTable): held until the pause ends.
+  kPaused = 16,
 };
-inline constexpr int kMaxReason = 15;
+inline constexpr int kMaxReason = 16;
 
 enum class BreakerState : uint8_t { kClosed = 1, kOpen = 2, kHalfOpen = 3 };
 inline constexpr int kNumBreakerStates = 3;

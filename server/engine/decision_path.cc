@@ -62,6 +62,7 @@ Decision Begin(const DecisionContext& c, int attempt) {
 
 Answer AdmitGates(DecisionContext& c, int attempt, Decision* d) {
   const bool retry = attempt > 1;
+  if (GateAnswer a = Paused(c)) return *a;
   if (GateAnswer a = AttemptLimit(c, attempt)) return *a;
   if (GateAnswer a = DeadlinePassed(c)) return *a;
   RefreshBreaker(c, d);
@@ -124,6 +125,13 @@ Decision DecideAdmit(DecisionContext& c, const AdmitInput& in) {
 
 Decision DecideReport(DecisionContext& c, const ReportInput& in) {
   Decision d = Begin(c, in.attempt);
+  if (in.outcome != Outcome::kSuccess) {
+    if (GateAnswer a = Paused(c)) {
+      d.attempt = in.attempt + 1;
+      Apply(*a, &d);
+      return d;
+    }
+  }
   RefreshBreaker(c, &d);
   switch (in.outcome) {
     case Outcome::kSuccess:
@@ -147,7 +155,20 @@ Decision DecideReport(DecisionContext& c, const ReportInput& in) {
   return d;
 }
 
+void ApplyForcedBreaker(DecisionContext& c,
+                        const CircuitBreaker::MaybeTransition& t) {
+  Decision unused;
+  AddTransition(c, &unused, t);
+  SyncGate(c);
+}
+
 // ---- The gates --------------------------------------------------------
+
+GateAnswer Paused(DecisionContext& c) {
+  if (c.paused_until <= c.now) return std::nullopt;
+  return Answer::Defer(Reason::kPaused, c.paused_until + UniformDuration(
+                                            c.rng, c.p.deferral.spread));
+}
 
 GateAnswer AttemptLimit(const DecisionContext& c, int attempt) {
   if (attempt <= c.p.backoff.max_attempts) return std::nullopt;

@@ -4,12 +4,13 @@
 // (a verdict with its reason and timing) or passes (std::nullopt), in the
 // style of Envoy's shouldRetry(). The gates run top to bottom; the first
 // answer wins:
-//   Admit:  AttemptLimit, DeadlinePassed, (refresh the breaker), BreakerOpen,
+//   Admit:  Paused, AttemptLimit, DeadlinePassed, (refresh the breaker), BreakerOpen,
 //           for a retry RetryAfterWindow and BudgetEmpty, HalfOpenBusy,
 //           HalfOpenProbe, ReleasePace, else proceed (a first attempt with
 //           its initial jitter).
-//   Report: (refresh the breaker) success / not retryable: the endpoint
-//           answered, done. A failure: LearnFromFailure, then
+//   Report: a failure or not retryable first meets Paused (nothing
+//           learnt, nothing changed); (refresh the breaker) success / not
+//           retryable: the endpoint answered, done. A failure: LearnFromFailure, then
 //           AttemptLimit, BreakerOpen, HalfOpenBusy, Overload, BudgetEmpty,
 //           RetryDelay (policy delay, Retry-After, deadline: last chance).
 // A gate that makes the delivery wait parks it (Park: a check-in, or a slot
@@ -52,6 +53,9 @@ struct DecisionContext {
   // A failure report (it may already have had its last chance); Admit
   // otherwise.
   bool after_failure;
+  // The end of the operator's pause covering the endpoint (pause_table.h);
+  // InfinitePast if none.
+  absl::Time paused_until = absl::InfinitePast();
 };
 
 // The earlier of `deadline` and first_attempt + the policy's horizon
@@ -84,6 +88,9 @@ Decision DecideReport(DecisionContext& c, const ReportInput& in);
 
 // The gates. `attempt` is the attempt the decision is about (Admit: the
 // request's; failure report: the next one).
+// An operator's pause covers the endpoint: DEFER(PAUSED) until it ends,
+// spread over deferral.spread after it; the endpoint's state is not touched.
+GateAnswer Paused(DecisionContext& c);
 GateAnswer AttemptLimit(const DecisionContext& c, int attempt);
 GateAnswer DeadlinePassed(const DecisionContext& c);
 GateAnswer BreakerOpen(DecisionContext& c);
@@ -111,6 +118,12 @@ void LearnFromAnswer(DecisionContext& c, Decision* d);
 // A failure: capacity estimator, Retry-After, budget, breaker. True if it
 // was overload.
 bool LearnFromFailure(DecisionContext& c, const ReportInput& in, Decision* d);
+
+// An operator forced the breaker (Admin/ForceBreaker): counts the
+// transition `t` (if any) and tells the release side whether the gate is
+// open now.
+void ApplyForcedBreaker(DecisionContext& c,
+                        const CircuitBreaker::MaybeTransition& t);
 
 // Parks the delivery until no earlier than `target` (release_pacer.h: a slot
 // on the queue for kPaced, a check-in otherwise), or gives it its last

@@ -99,6 +99,21 @@ int64_t EndpointTable::SweepShardLocked(Shard& s, absl::Time now) {
   return evicted;
 }
 
+bool EndpointTable::Erase(absl::string_view key) {
+  size_t hash;
+  Shard& shard = ShardFor(key, &hash);
+  absl::MutexLock l(&shard.mu);
+  auto it = shard.map.find(key, hash);
+  if (it == shard.map.end()) return false;
+  EndpointState* st = *it;
+  by_state_[static_cast<int>(st->breaker.state())].fetch_sub(
+      1, std::memory_order_relaxed);
+  shard.map.erase(it);
+  EndpointState::Delete(st);
+  tracked_.fetch_sub(1, std::memory_order_relaxed);
+  return true;
+}
+
 int64_t EndpointTable::EvictIdle(absl::Time now) {
   int64_t evicted = 0;
   for (int i = 0; i < kNumShards; ++i) {

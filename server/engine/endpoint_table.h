@@ -8,7 +8,8 @@
 //    endpoints (at most once per second per shard); if the table is still
 //    full it is decided from a fresh scratch state that is not stored
 //    ("untracked").
-//  - EvictIdle() drops endpoints idle longer than limits.idle_eviction.
+//  - EvictIdle() drops endpoints idle longer than limits.idle_eviction;
+//    Erase() drops one on an operator's request (Admin/ResetEndpoint).
 //  - Counters (tracked, evicted, endpoints per breaker state) are atomics,
 //    read without locks (Stats()); decisions report breaker transitions of
 //    tracked endpoints through CountTransition().
@@ -69,6 +70,16 @@ class EndpointTable {
   // shard's lock if `key` is tracked; false if it is not. Changes nothing.
   template <typename Fn>
   bool WithTracked(absl::string_view key, Fn fn) const;
+
+  // Runs `fn(EndpointState&, const PolicyParams&)` under the shard's lock
+  // if `key` is tracked (its state bound to the shard's configuration, its
+  // last-seen time untouched); false if it is not.
+  template <typename Fn>
+  bool WithTrackedMutable(absl::string_view key, Fn fn);
+
+  // Forgets `key`'s state, as eviction does (not counted as evicted);
+  // false if it is not tracked.
+  bool Erase(absl::string_view key);
 
   // Calls `fn` on every tracked state, one shard at a time under its lock.
   void Visit(absl::FunctionRef<void(const EndpointState&)> fn) const;
@@ -184,6 +195,18 @@ bool EndpointTable::WithTracked(absl::string_view key, Fn fn) const {
   if (it == shard.map.end()) return false;
   fn(static_cast<const EndpointState&>(**it),
      static_cast<const CompiledConfig&>(*shard.config));
+  return true;
+}
+
+template <typename Fn>
+bool EndpointTable::WithTrackedMutable(absl::string_view key, Fn fn) {
+  size_t hash;
+  Shard& shard = ShardFor(key, &hash);
+  absl::MutexLock l(&shard.mu);
+  auto it = shard.map.find(key, hash);
+  if (it == shard.map.end()) return false;
+  EndpointState& st = **it;
+  fn(st, shard.config->Bind(st, key));
   return true;
 }
 

@@ -37,6 +37,11 @@ absl::Status ValidateRetryAfter(absl::Duration ra) {
   return absl::OkStatus();
 }
 
+absl::Status NotTracked(absl::string_view endpoint) {
+  return absl::NotFoundError(
+      absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
+}
+
 }  // namespace
 
 Engine::Engine(EngineConfig config, const Clock* clock, RandomSource* random)
@@ -94,6 +99,7 @@ absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
   if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
   const absl::Time now = clock_->Now();
   absl::BitGenRef rng = random_->Get();
+  const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
   return table_->WithState(
       in.endpoint, now,
       [&](EndpointState& st, const PolicyParams& p, bool untracked) {
@@ -104,7 +110,8 @@ absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
                                             in.first_attempt_time),
                           rng,
                           untracked ? nullptr : table_.get(),
-                          /*after_failure=*/false};
+                          /*after_failure=*/false,
+                          paused_until};
         return DecideAdmit(c, in);
       });
 }
@@ -113,6 +120,7 @@ absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
   if (absl::Status s = ValidateReport(in); !s.ok()) return s;
   const absl::Time now = clock_->Now();
   absl::BitGenRef rng = random_->Get();
+  const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
   return table_->WithState(
       in.endpoint, now,
       [&](EndpointState& st, const PolicyParams& p, bool untracked) {
@@ -123,7 +131,8 @@ absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
                                             in.first_attempt_time),
                           rng,
                           untracked ? nullptr : table_.get(),
-                          /*after_failure=*/true};
+                          /*after_failure=*/true,
+                          paused_until};
         return DecideReport(c, in);
       });
 }
@@ -135,12 +144,58 @@ absl::StatusOr<EndpointSnapshot> Engine::Inspect(
       !s.ok()) {
     return s;
   }
-  return InspectEndpoint(*table_, endpoint, clock_->Now());
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<EndpointSnapshot> snap =
+      InspectEndpoint(*table_, endpoint, now);
+  if (snap.ok()) snap->pause = pauses_.Find(endpoint, now);
+  return snap;
 }
 
 ListPage Engine::List(absl::string_view after, int page_size,
                       std::optional<BreakerState> state) const {
-  return ListEndpoints(*table_, after, page_size, state, clock_->Now());
+  const absl::Time now = clock_->Now();
+  ListPage page = ListEndpoints(*table_, after, page_size, state, now);
+  for (EndpointSnapshot& snap : page.endpoints) {
+    snap.pause = pauses_.Find(snap.endpoint, now);
+  }
+  return page;
+}
+
+absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  if (!table_->Erase(endpoint)) return NotTracked(endpoint);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EndpointSnapshot> Engine::ForceBreaker(
+    absl::string_view endpoint, BreakerState to, absl::Duration open_for) {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  if (to == BreakerState::kHalfOpen) {
+    return absl::InvalidArgumentError("state: must be OPEN or CLOSED");
+  }
+  if (to == BreakerState::kOpen && open_for <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("open_for: must be > 0");
+  }
+  const absl::Time now = clock_->Now();
+  absl::BitGenRef rng = random_->Get();
+  const bool tracked = table_->WithTrackedMutable(
+      endpoint, [&](EndpointState& st, const PolicyParams& p) {
+        DecisionContext c{st,  p,   now, absl::InfiniteFuture(),
+                          rng, table_.get(), /*after_failure=*/false};
+        ApplyForcedBreaker(c, to == BreakerState::kOpen
+                                  ? st.breaker.ForceOpen(now + open_for)
+                                  : st.breaker.ForceClosed());
+      });
+  if (!tracked) return NotTracked(endpoint);
+  return Inspect(endpoint);
 }
 
 int64_t Engine::EvictIdle() { return table_->EvictIdle(clock_->Now()); }

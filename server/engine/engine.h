@@ -2,7 +2,8 @@
 //
 // Admit() answers "may I send attempt n now?"; Report() records an attempt's
 // outcome and, for a failure, answers for attempt n+1. The decision order for
-// a failure report (README, "The decision order") is: validate -> not
+// a failure report (README, "The decision order") is: validate -> an
+// operator's pause (DEFER(PAUSED), nothing changes) -> not
 // retryable -> remember Retry-After, feed the breaker (or, for overload, the
 // learned pace) -> attempt limit -> breaker -> overload (wait for a slot) ->
 // retry budget (an empty budget answers at once, before any delay is
@@ -55,6 +56,7 @@
 #include "server/engine/endpoint_record.h"
 #include "server/engine/engine_config.h"
 #include "server/engine/inspection.h"
+#include "server/engine/pause_table.h"
 #include "server/engine/random.h"
 
 namespace stagger::engine {
@@ -113,6 +115,23 @@ class Engine {
   // endpoint's policy is resolved from the configuration in force; a window
   // whose width changed starts empty.
   ImportStats ImportState(absl::Span<const EndpointRecord> records);
+
+  // Operator controls (stagger.v1.Admin). Pauses (pause_table.h) are the
+  // first gate of every decision: while one covers the endpoint, Admit and
+  // every report but SUCCESS answer DEFER(PAUSED) until it ends (spread
+  // over deferral.spread after it), without touching the endpoint's state:
+  // failures during an operator's pause teach nothing, and nothing is
+  // given up. Pauses are not endpoint state: config reloads, eviction and
+  // ResetEndpoint keep them.
+  PauseTable& pauses() { return pauses_; }
+  const PauseTable& pauses() const { return pauses_; }
+  // Forgets the endpoint's state, as eviction does. NotFound if untracked.
+  absl::Status ResetEndpoint(absl::string_view endpoint);
+  // Forces its breaker OPEN for `open_for` (> 0) or CLOSED (CircuitBreaker::
+  // ForceOpen/ForceClosed), counted as a transition. NotFound if untracked.
+  absl::StatusOr<EndpointSnapshot> ForceBreaker(absl::string_view endpoint,
+                                                BreakerState to,
+                                                absl::Duration open_for);
   int max_batch_size() const {
     return max_batch_size_.load(std::memory_order_relaxed);
   }
@@ -120,6 +139,7 @@ class Engine {
  private:
   const Clock* clock_;
   RandomSource* random_;
+  PauseTable pauses_;
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.
   absl::Mutex set_config_mu_;

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "server/engine/capacity_estimator.h"
 #include "server/engine/decision.h"
+#include "server/engine/pause_table.h"
 
 namespace stagger::engine {
 
@@ -54,6 +55,9 @@ struct EndpointSnapshot {
   double backlog = 0;
   double served_per_second = 0;
   absl::Duration round_trip = absl::ZeroDuration();
+  // The operator's pause covering it now (its own, or a prefix's), if any;
+  // filled by the engine (pause_table.h), not by SnapshotOf.
+  std::optional<Pause> pause;
 };
 
 struct ListPage {

@@ -36,6 +36,13 @@ void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out) {
     pace->set_served_per_second(s.served_per_second);
     ToProto(s.round_trip, pace->mutable_round_trip());
   }
+  if (s.pause.has_value()) {
+    v1::EndpointPause* pause = out->mutable_pause();
+    ToProto(s.pause->until, pause->mutable_until());
+    pause->set_reason(s.pause->reason);
+    pause->set_paused_by(s.pause->paused_by);
+    if (s.pause->prefix) pause->set_prefix(s.pause->target);
+  }
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {

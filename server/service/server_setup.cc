@@ -10,7 +10,10 @@
 #include "absl/time/time.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/resource_quota.h"
 
 namespace stagger::service {
@@ -104,10 +107,43 @@ void RaiseOpenFileLimit() {
   }
 }
 
+// Drops every server-builder plugin (server reflection registers itself
+// into every ServerBuilder of the process): the health-only server must
+// serve the health service and nothing else.
+class NoPluginsOption final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(
+      std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins)
+      override {
+    plugins->clear();
+  }
+};
+
+// Builds and starts; `*port` is the port AddListeningPort will fill in.
+absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndStart(
+    grpc::ServerBuilder& builder, const std::string& address, const int* port) {
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address, " (address in use, or malformed?)"));
+  }
+  SetServing({server.get()}, true);
+  return server;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const std::string& address, grpc::Service* service, int* port,
+    const TransportLimits& limits) {
+  return StartServer(address, std::vector<grpc::Service*>{service}, nullptr,
+                     port, limits);
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    std::shared_ptr<grpc::ServerCredentials> credentials, int* port,
     const TransportLimits& limits) {
   RaiseOpenFileLimit();
   grpc::EnableDefaultHealthCheckService(true);
@@ -115,17 +151,39 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder, limits);
   *port = 0;
+  builder.AddListeningPort(
+      address,
+      credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
+      port);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  return BuildAndStart(builder, address, port);
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(
+    const std::string& address, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetOption(std::make_unique<NoPluginsOption>());
+  // gRPC refuses to build a server with no service of its own (the health
+  // service is added at start); the default generic service answers every
+  // other method UNIMPLEMENTED, as a server without it would.
+  static grpc::CallbackGenericService* const unimplemented =
+      new grpc::CallbackGenericService;
+  builder.RegisterCallbackGenericService(unimplemented);
+  *port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address, " (address in use, or malformed?)"));
+  return BuildAndStart(builder, address, port);
+}
+
+void SetServing(const std::vector<grpc::Server*>& servers, bool serving) {
+  for (grpc::Server* server : servers) {
+    if (server == nullptr) continue;
+    grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+    if (health == nullptr) continue;
+    health->SetServingStatus(serving);
+    health->SetServingStatus(kCoordinatorServiceName, serving);
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(true);
-  health->SetServingStatus(kCoordinatorServiceName, true);
-  return server;
 }
 
 }  // namespace stagger::service

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,6 +78,26 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder,
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const std::string& address, grpc::Service* service, int* port,
     const TransportLimits& limits = TransportLimits());
+
+// The same with every service in `services` and `credentials` on the port
+// (null: plaintext). With TLS credentials the health service and reflection
+// on this port are behind TLS (and the credentials' authorization) too.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    std::shared_ptr<grpc::ServerCredentials> credentials, int* port,
+    const TransportLimits& limits = TransportLimits());
+
+// A separate plaintext server on `address` holding the gRPC health service
+// alone (no reflection, nothing else: the coordinator's methods answer
+// UNIMPLEMENTED there), SERVING for "" and kCoordinatorServiceName, for
+// probes that cannot do TLS (Kubernetes' grpc: probes). A second port on
+// the main server would expose every service without TLS; this cannot.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(
+    const std::string& address, int* port);
+
+// Sets the serving status ("" and kCoordinatorServiceName) on every
+// server's health service (null entries skipped).
+void SetServing(const std::vector<grpc::Server*>& servers, bool serving);
 
 // The service name the health service reports for the coordinator.
 inline constexpr char kCoordinatorServiceName[] = "stagger.v1.RetryCoordinator";

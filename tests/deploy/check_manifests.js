@@ -97,3 +97,19 @@ test("ha overlay: the StatefulSet's pod template is the base Deployment's plus t
   const sts = docs.find((d) => d.kind === "StatefulSet");
   assert.deepEqual(m.podTemplateDrift(dep, sts), []);
 });
+
+test("secure overlay: mutual TLS from a cert-manager Certificate, the policy in a ConfigMap, probes on the health port", () => {
+  const docs = m.kustomize(path.join(m.K8S, "overlays", "secure"));
+  assert.deepEqual(kinds(docs), ["Certificate", "ConfigMap", "ConfigMap", "Deployment", "Namespace", "Service", "ServiceAccount"]);
+  const c = docs.find((d) => d.kind === "Deployment").spec.template.spec.containers[0];
+  for (const flag of ["--tls_cert_file=", "--tls_key_file=", "--tls_client_ca_file=", "--authz_policy_file=", "--health_address="]) {
+    assert.ok(c.args.some((a) => a.startsWith(flag)), `${flag} missing`);
+  }
+  assert.equal(c.readinessProbe.grpc.port, 8081);
+  const cert = docs.find((d) => d.kind === "Certificate");
+  assert.equal(cert.spec.secretName, "staggerd-tls");
+  assert.ok(cert.spec.dnsNames.includes("staggerd.stagger.svc"));
+  const authz = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "staggerd-authz");
+  const policy = JSON.parse(authz.data["authz-policy.json"]);
+  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "readers", "admins"]);
+});

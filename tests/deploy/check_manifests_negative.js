@@ -183,3 +183,38 @@ test("rejects: a typo added by an overlay patch, rendered by kubectl kustomize",
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The secure overlay (mutual TLS, policy, health port, cert-manager): its
+// own rules, each proved by one mutation of its rendering.
+const SECURE = m.kustomize(path.join(m.K8S, "overlays", "secure"));
+const secureCases = [
+  ["control", () => {}, null],
+  ["probes on the TLS port", (d) => { container(d).readinessProbe.grpc.port = 50051; }, /readinessProbe.grpc.port must be 8081/],
+  ["mutual TLS without a health port", (d) => {
+    const c = container(d);
+    c.args = c.args.filter((a) => !a.startsWith("--health_address="));
+  }, /grpc probes need --health_address/],
+  ["a policy without client certificates", (d) => {
+    const c = container(d);
+    c.args = c.args.filter((a) => !a.startsWith("--tls_client_ca_file="));
+  }, /--authz_policy_file needs --tls_client_ca_file/],
+  ["the Secret mounted with subPath", (d) => {
+    container(d).volumeMounts.find((v) => v.name === "tls").subPath = "tls.crt";
+  }, /\/etc\/stagger-tls must be mounted as a directory/],
+  ["no Certificate writes the Secret", (d) => { find(d, "Certificate").spec.secretName = "other"; }, /Secret staggerd-tls is written by no Certificate/],
+  ["no fsGroup for the Secret", (d) => { delete dep(d).spec.template.spec.securityContext.fsGroup; }, /needs the pod's fsGroup/],
+  ["the policy file missing from its ConfigMap", (d) => {
+    const cm = d.find((x) => x.kind === "ConfigMap" && x.metadata.name === "staggerd-authz");
+    cm.data = { "policy.json": "{}" };
+  }, /ConfigMap staggerd-authz has no authz-policy.json/],
+  ["misspelled Certificate field (CRD)", (d) => { find(d, "Certificate").spec.dnsName = ["x"]; }, /Certificate .*unknown field \/spec\/dnsName$/],
+];
+for (const [name, mutate, want] of secureCases) {
+  test(`secure overlay ${want ? "rejects" : "passes"}: ${name}`, () => {
+    const docs = structuredClone(SECURE);
+    mutate(docs);
+    const errors = allErrors(docs);
+    if (!want) assert.deepEqual(errors, []);
+    else assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
+  });
+}

@@ -488,5 +488,52 @@ TEST(CircuitBreakerTest, RatioWindowSurvivesAClockSteppingBackFar) {
   EXPECT_EQ(b.state(), BreakerState::kClosed);
 }
 
+// ---------------------------------------------------------------------------
+// Operator overrides (stagger.v1.Admin/ForceBreaker)
+
+TEST(CircuitBreakerTest, ForceOpenHoldsUntilTheGivenTimeThenHalfOpens) {
+  const BreakerParams p = WithOpenDurations(ByCount(3));
+  CircuitBreaker b;
+  ASSERT_FALSE(b.OnFailure(p, kStart, SeededRandom(1).Get()).has_value());
+  EXPECT_TRUE(IsTransition(b.ForceOpen(kStart + absl::Minutes(10)),
+                           BreakerState::kClosed, BreakerState::kOpen));
+  EXPECT_EQ(b.open_until(), kStart + absl::Minutes(10));
+  EXPECT_EQ(b.consecutive_failures(), 0);
+  // Still open a second before; half-open at the time, as a trip would.
+  EXPECT_FALSE(b.Refresh(p, kStart + absl::Minutes(10) - absl::Seconds(1))
+                   .has_value());
+  HalfOpen(b, p);
+  // Forcing it open again re-opens it from half-open; again while open
+  // only moves the time (no transition).
+  EXPECT_TRUE(IsTransition(b.ForceOpen(kStart + absl::Hours(1)),
+                           BreakerState::kHalfOpen, BreakerState::kOpen));
+  EXPECT_FALSE(b.ForceOpen(kStart + absl::Hours(2)).has_value());
+  EXPECT_EQ(b.open_until(), kStart + absl::Hours(2));
+}
+
+TEST(CircuitBreakerTest, ForceClosedForgetsEverything) {
+  const BreakerParams p = WithOpenDurations(ByCount(2));
+  SeededRandom random(1);
+  CircuitBreaker b;
+  TripNow(b, p, kStart, random);
+  ASSERT_EQ(b.trips(), 1);
+  EXPECT_TRUE(IsTransition(b.ForceClosed(), BreakerState::kOpen,
+                           BreakerState::kClosed));
+  EXPECT_EQ(b.state(), BreakerState::kClosed);
+  EXPECT_EQ(b.trips(), 0);
+  EXPECT_EQ(b.consecutive_failures(), 0);
+  EXPECT_FALSE(b.ForceClosed().has_value());  // already closed
+  // It trips again only on a fresh run of failures.
+  EXPECT_FALSE(b.OnFailure(p, kStart, random.Get()).has_value());
+}
+
+TEST(CircuitBreakerTest, ForceOpenNeedsNoParams) {
+  // Enabled or not is the policy's (BreakerParams), not the breaker's: an
+  // operator's force applies either way.
+  CircuitBreaker b;
+  EXPECT_TRUE(b.ForceOpen(kStart + absl::Minutes(1)).has_value());
+  EXPECT_EQ(b.StateAt(kStart), BreakerState::kOpen);
+}
+
 }  // namespace
 }  // namespace stagger::engine

@@ -31,7 +31,7 @@ FIXED_LABELS = {
                "HALF_OPEN_PROBE", "BUDGET_EXHAUSTED", "ATTEMPTS_EXHAUSTED",
                "NOT_RETRYABLE", "DEADLINE", "SUCCEEDED", "HALF_OPEN_BUSY",
                "RETRY_AFTER_WINDOW", "ADMITTED", "PACED",
-               "LAST_CHANCE",
+               "LAST_CHANCE", "PAUSED",
                # stagger_state_load_failures_total's reasons
                "missing", "unreadable", "truncated", "corrupt",
                "incompatible_version"},
@@ -42,6 +42,11 @@ FIXED_LABELS = {
                "ListEndpoints"},
     "result": {"success", "failure"},
     "attempt": {str(a) for a in range(2, 21)} | {"overflow"},
+    # Security series (server/security/security_metrics.h).
+    "service": {"stagger.v1.RetryCoordinator", "stagger.v1.Admin",
+                "grpc.health.v1.Health", "other"},
+    "cause": {"deny_rule", "no_allow_rule"},
+    "action": {"pause", "resume", "reset", "force_breaker"},
 }
 
 # Every family the server must expose, with its Prometheus type.
@@ -65,6 +70,9 @@ REQUIRED_FAMILIES = {
     "stagger_state_endpoints_restored": "gauge",
     "stagger_state_saves_total": "counter",
     "stagger_state_last_save_timestamp_seconds": "gauge",
+    "stagger_authz_denied_total": "counter",
+    "stagger_authz_policy_reloads_total": "counter",
+    "stagger_admin_actions_total": "counter",
 }
 
 

@@ -58,7 +58,8 @@ const std::set<std::string> kReasons = {
     "CIRCUIT_OPEN",    "HALF_OPEN_PROBE",  "BUDGET_EXHAUSTED",
     "ATTEMPTS_EXHAUSTED", "NOT_RETRYABLE", "DEADLINE",
     "SUCCEEDED",       "HALF_OPEN_BUSY",   "RETRY_AFTER_WINDOW",
-    "ADMITTED",        "PACED",            "LAST_CHANCE"};
+    "ADMITTED",        "PACED",            "LAST_CHANCE",
+    "PAUSED"};
 const std::set<std::string> kStates = {"CLOSED", "OPEN", "HALF_OPEN"};
 const std::set<std::string> kMethods = {"Admit",       "Report",
                                         "AdmitBatch",  "ReportBatch",
@@ -69,9 +70,9 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
   ServerMetrics metrics(registry, /*max_attempt_label=*/8);
   PromText t = Scrape(registry);
 
-  // 2 calls x 4 verdicts x 15 reasons, all present before any traffic so
+  // 2 calls x 4 verdicts x 16 reasons, all present before any traffic so
   // the first increment of a rare combination is not lost to rate().
-  EXPECT_EQ(t.Count("stagger_decisions_total"), 2 * 4 * 15);
+  EXPECT_EQ(t.Count("stagger_decisions_total"), 2 * 4 * 16);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "call"), kCalls);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "verdict"), kVerdicts);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "reason"), kReasons);
@@ -506,8 +507,8 @@ TEST(ServerMetricsTest, RecordingFromManyThreadsCreatesNoSeriesAndLosesNothing) 
   EXPECT_EQ(registry.Collect().size(), families_before);
 
   const int n = kThreads * kRounds;
-  // Every one of the 120 combinations, n times each.
-  EXPECT_EQ(t.Sum("stagger_decisions_total"), 120.0 * n);
+  // Every one of the 128 combinations, n times each.
+  EXPECT_EQ(t.Sum("stagger_decisions_total"), 128.0 * n);
   EXPECT_EQ(t.Value("stagger_decisions_total", {{"call", "report"},
                                                 {"verdict", "DONE"},
                                                 {"reason", "ADMITTED"}}),
@@ -519,7 +520,7 @@ TEST(ServerMetricsTest, RecordingFromManyThreadsCreatesNoSeriesAndLosesNothing) 
   // Reason RETRY_AFTER flagged seen in all 2 x 4 of its decisions.
   EXPECT_EQ(t.Value("stagger_retry_after_total"), 8.0 * n);
   EXPECT_EQ(t.Value("stagger_budget_refusals_total"), 8.0 * n);
-  EXPECT_EQ(t.Sum("stagger_breaker_transitions_total"), 120.0 * n);
+  EXPECT_EQ(t.Sum("stagger_breaker_transitions_total"), 128.0 * n);
   EXPECT_EQ(t.Sum("stagger_rpc_duration_seconds_count"), 6.0 * n);
   EXPECT_EQ(t.Sum("stagger_batch_size_count"), 2.0 * n);
   EXPECT_EQ(t.Sum("stagger_config_reloads_total"), n);

@@ -2,7 +2,8 @@
 //
 // validateObject(obj) runs the kubernetes-models validator for the object's
 // apiVersion/kind (core and apps from `kubernetes-models`, ServiceMonitor and
-// PrometheusRule from `@kubernetes-models/prometheus-operator`) AND finds
+// PrometheusRule from `@kubernetes-models/prometheus-operator`, Certificate
+// from `@kubernetes-models/cert-manager`) AND finds
 // field names the schema does not know, which those validators accept
 // silently (their schemas do not set additionalProperties: false).
 //
@@ -28,6 +29,7 @@ const PACKAGES = {
   apps: "kubernetes-models",
   policy: "kubernetes-models",
   "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+  "cert-manager.io": "@kubernetes-models/cert-manager",
 };
 
 function modelFor(apiVersion, kind) {

@@ -100,6 +100,57 @@ const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
 const subsetOf = (sel, labels) =>
   Object.entries(sel || {}).every(([k, v]) => labels && labels[k] === v) && Object.keys(sel || {}).length > 0;
 
+// The value of `--name=value` in args, or undefined.
+const flagValue = (args, name) => {
+  const a = args.find((x) => x.startsWith(`${name}=`));
+  return a === undefined ? undefined : a.slice(name.length + 1);
+};
+// The port of a host:port flag, or 0 if the flag is absent.
+const flagPort = (args, name) => {
+  const v = flagValue(args, name);
+  return v === undefined ? 0 : Number(v.slice(v.lastIndexOf(":") + 1));
+};
+
+// TLS and authorization wiring (deploy/k8s/overlays/secure): the flags
+// staggerd would refuse to start with, the health port the probes need,
+// and every TLS or policy file on a whole-directory mount of a Secret or
+// ConfigMap of this output (subPath would never see a renewal).
+function securityErrors(docs, pod, c, cports) {
+  const errors = [];
+  const err = (m) => errors.push(m);
+  const args = c.args || [];
+  const mtls = flagValue(args, "--tls_client_ca_file") !== undefined;
+  if (flagValue(args, "--authz_policy_file") !== undefined && !mtls) {
+    err("--authz_policy_file needs --tls_client_ca_file (staggerd refuses to start without client certificates)");
+  }
+  const health = flagPort(args, "--health_address");
+  if (mtls && !health) err("with mutual TLS the kubelet's grpc probes need --health_address (they cannot do TLS)");
+  if (health && cports.health !== health) err(`--health_address port ${health} must be the container port named health`);
+  for (const flag of ["--tls_cert_file", "--tls_key_file", "--tls_client_ca_file", "--authz_policy_file"]) {
+    const file = flagValue(args, flag);
+    if (file === undefined) continue;
+    const dir = path.posix.dirname(file);
+    const mount = (c.volumeMounts || []).find((m) => m.mountPath === dir);
+    if (!mount) { err(`${flag}=${file}: no volumeMount at ${dir}`); continue; }
+    if (mount.subPath || mount.subPathExpr) err(`${dir} must be mounted as a directory, not with subPath`);
+    const vol = (pod.volumes || []).find((v) => v.name === mount.name) || {};
+    if (vol.secret) {
+      const certs = byKind(docs, "Certificate");
+      if (certs.length && !certs.some((x) => x.spec.secretName === vol.secret.secretName)) {
+        err(`Secret ${vol.secret.secretName} is written by no Certificate of this output`);
+      }
+      if (!Number.isInteger((pod.securityContext || {}).fsGroup)) err("a Secret volume needs the pod's fsGroup so staggerd (non-root) can read it");
+    } else if (vol.configMap) {
+      const cm = byKind(docs, "ConfigMap").find((x) => x.metadata.name === vol.configMap.name);
+      const key = path.posix.basename(file);
+      if (!cm || !cm.data || typeof cm.data[key] !== "string") err(`${flag}=${file}: ConfigMap ${vol.configMap.name} has no ${key}`);
+    } else {
+      err(`${flag}=${file}: ${dir} is neither a Secret nor a ConfigMap volume`);
+    }
+  }
+  return errors;
+}
+
 // The single-replica Deployment (deploy/k8s/base): one process holds all
 // endpoint state; the rollout starts the new pod before it stops the old.
 function deploymentErrors(d, err) {
@@ -212,11 +263,15 @@ function structuralErrors(docs) {
   if (cports.grpc !== GRPC_PORT) err(`container port grpc must be ${GRPC_PORT}, got ${cports.grpc}`);
   if (cports.metrics !== METRICS_PORT) err(`container port metrics must be ${METRICS_PORT}, got ${cports.metrics}`);
 
-  // Native gRPC probes against the health service.
+  // Native gRPC probes against the health service: on the gRPC port, or
+  // on --health_address's port when there is one (the kubelet's probes
+  // cannot do TLS, so mutual TLS needs it).
+  errors.push(...securityErrors(docs, pod, c, cports));
+  const probePort = flagPort(args, "--health_address") || GRPC_PORT;
   for (const probe of ["readinessProbe", "livenessProbe"]) {
     const p = c[probe];
     if (!p || !p.grpc) { err(`${probe} must be a native grpc probe`); continue; }
-    if (p.grpc.port !== GRPC_PORT) err(`${probe}.grpc.port must be ${GRPC_PORT}, got ${p.grpc.port}`);
+    if (p.grpc.port !== probePort) err(`${probe}.grpc.port must be ${probePort}, got ${p.grpc.port}`);
     if (p.httpGet || p.exec || p.tcpSocket) err(`${probe} must use grpc only`);
   }
   const live = c.livenessProbe || {};

@@ -10,7 +10,7 @@ const REASONS = [
   "INITIAL_JITTER", "BACKOFF", "RETRY_AFTER", "CIRCUIT_OPEN", "HALF_OPEN_PROBE",
   "BUDGET_EXHAUSTED", "ATTEMPTS_EXHAUSTED", "NOT_RETRYABLE", "DEADLINE",
   "SUCCEEDED", "HALF_OPEN_BUSY", "RETRY_AFTER_WINDOW", "ADMITTED", "PACED",
-  "LAST_CHANCE",
+  "LAST_CHANCE", "PAUSED",
 ];
 const BREAKER_STATES = ["CLOSED", "OPEN", "HALF_OPEN"];
 const METHODS = ["Admit", "Report", "AdmitBatch", "ReportBatch", "GetEndpoint", "ListEndpoints"];
@@ -56,6 +56,22 @@ const METRICS = {
   stagger_state_endpoints_restored: { type: "gauge", labels: {} },
   stagger_state_saves_total: { type: "counter", labels: { result: ["success", "failure"] } },
   stagger_state_last_save_timestamp_seconds: { type: "gauge", labels: {} },
+  // Security (server/security/security_metrics.h).
+  stagger_authz_denied_total: {
+    type: "counter",
+    labels: {
+      service: ["stagger.v1.RetryCoordinator", "stagger.v1.Admin", "grpc.health.v1.Health", "other"],
+      cause: ["deny_rule", "no_allow_rule"],
+    },
+  },
+  stagger_authz_policy_reloads_total: {
+    type: "counter",
+    labels: { result: ["success", "failure"] },
+  },
+  stagger_admin_actions_total: {
+    type: "counter",
+    labels: { action: ["pause", "resume", "reset", "force_breaker"] },
+  },
   stagger_rpc_duration_seconds: { type: "histogram", labels: { method: METHODS } },
   stagger_batch_size: { type: "histogram", labels: { method: METHODS } },
   // Client side: exported by the worker processes that embed the client.

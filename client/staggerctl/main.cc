@@ -1,0 +1,65 @@
+// staggerctl: the operator's command line for staggerd (see commands.h for
+// the commands and exit codes, README "Security" for TLS).
+//
+//   staggerctl --address stagger:50051 --tls_ca_file ca.pem
+//     --tls_cert_file admin.pem --tls_key_file admin.key
+//     pause --prefix https://partner.example/ --for 30m --reason "maintenance"
+//   (one command line)
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "client/staggerctl/args.h"
+#include "client/staggerctl/commands.h"
+#include "client/tls_options.h"
+
+ABSL_FLAG(std::string, address, "127.0.0.1:50051", "staggerd gRPC address");
+ABSL_FLAG(std::string, tls_ca_file, "", "CA of staggerd's certificate (TLS)");
+ABSL_FLAG(std::string, tls_cert_file, "", "client certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_key_file, "", "client key (mutual TLS)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name to expect in staggerd's certificate");
+ABSL_FLAG(bool, json, false, "print JSON instead of a table");
+ABSL_FLAG(std::string, state, "", "list: OPEN, HALF_OPEN, CLOSED or PAUSED");
+ABSL_FLAG(std::string, prefix, "", "pause/resume: a key prefix");
+ABSL_FLAG(absl::Duration, for, absl::ZeroDuration(), "pause: how long");
+ABSL_FLAG(std::string, reason, "", "pause/reset: why (logged, shown)");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of each call");
+ABSL_FLAG(int, limit, 10000, "list: at most this many endpoints");
+
+int main(int argc, char** argv) {
+  namespace ctl = stagger::staggerctl;
+  absl::StatusOr<ctl::Positional> parsed = ctl::ParseArgs(argc, argv);
+  if (!parsed.ok()) {
+    std::cerr << "staggerctl: " << parsed.status().message() << "\n";
+    return ctl::kUsage;
+  }
+  if (parsed->help) {
+    std::cout << ctl::Usage();
+    return ctl::kOk;
+  }
+  stagger::client::ClientTlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  ctl::CommandOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.json = absl::GetFlag(FLAGS_json);
+  options.state = absl::GetFlag(FLAGS_state);
+  options.prefix = absl::GetFlag(FLAGS_prefix);
+  options.pause_for = absl::GetFlag(FLAGS_for);
+  options.reason = absl::GetFlag(FLAGS_reason);
+  options.limit = absl::GetFlag(FLAGS_limit);
+  if (options.timeout <= absl::ZeroDuration() || options.limit < 1) {
+    std::cerr << "staggerctl: --timeout and --limit must be > 0\n";
+    return ctl::kUsage;
+  }
+  auto channel = stagger::client::MakeChannel(options.address, tls);
+  if (!channel.ok()) {
+    std::cerr << "staggerctl: " << channel.status().message() << "\n";
+    return ctl::kUsage;
+  }
+  return ctl::RunCommand(parsed->args, options, *channel, std::cout, std::cerr);
+}

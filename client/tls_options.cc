@@ -1,0 +1,97 @@
+#include "client/tls_options.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/grpc_security_constants.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
+
+namespace stagger::client {
+namespace {
+
+absl::Status CheckPem(const char* flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": cannot be read"));
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (bytes.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": not a PEM file"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckClientTlsOptions(const ClientTlsOptions& tls) {
+  if (!tls.enabled()) {
+    if (!tls.cert_file.empty() || !tls.key_file.empty() ||
+        !tls.server_name.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_cert_file, --tls_key_file and --tls_server_name need "
+          "--tls_ca_file (the CA that signed staggerd's certificate)");
+    }
+    return absl::OkStatus();
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs both --tls_cert_file and --tls_key_file");
+  }
+  if (tls.refresh_interval < absl::Seconds(1) ||
+      tls.refresh_interval > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        "TLS refresh interval: must be in [1s, 1h]");
+  }
+  if (absl::Status s = CheckPem("tls_ca_file", tls.ca_file); !s.ok()) return s;
+  if (tls.cert_file.empty()) return absl::OkStatus();
+  if (absl::Status s = CheckPem("tls_cert_file", tls.cert_file); !s.ok()) {
+    return s;
+  }
+  return CheckPem("tls_key_file", tls.key_file);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
+MakeChannelCredentials(const ClientTlsOptions& tls) {
+  if (absl::Status s = CheckClientTlsOptions(tls); !s.ok()) return s;
+  if (!tls.enabled()) return grpc::InsecureChannelCredentials();
+  const unsigned seconds =
+      static_cast<unsigned>(absl::ToInt64Seconds(tls.refresh_interval));
+  auto provider =
+      std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+          tls.key_file, tls.cert_file, tls.ca_file, seconds);
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(provider);
+  options.watch_root_certs();
+  if (!tls.cert_file.empty()) options.watch_identity_key_cert_pairs();
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      grpc::experimental::TlsCredentials(options);
+  if (creds == nullptr) {
+    return absl::InternalError("gRPC refused the TLS channel options");
+  }
+  return creds;
+}
+
+void AddTlsChannelArgs(const ClientTlsOptions& tls,
+                       grpc::ChannelArguments* args) {
+  if (tls.enabled() && !tls.server_name.empty()) {
+    args->SetSslTargetNameOverride(tls.server_name);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const std::string& target, const ClientTlsOptions& tls,
+    grpc::ChannelArguments args) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      MakeChannelCredentials(tls);
+  if (!creds.ok()) return creds.status();
+  AddTlsChannelArgs(tls, &args);
+  return grpc::CreateCustomChannel(target, *creds, args);
+}
+
+}  // namespace stagger::client

@@ -1,0 +1,498 @@
+// staggerd with TLS, mutual TLS and an authorization policy, tested from
+// outside: the real binary on loopback ports, certificates made by openssl
+// in the test's scratch directory (make_certs.sh: a CA; a server
+// certificate and its successor; worker, reader and admin client
+// certificates; one from another CA), clients through the client library's
+// TLS options (client/tls_options.h, the same code staggerctl and the
+// example worker use).
+//
+// Every refusal is checked from the client's side (the status code it
+// gets) and, where staggerd counts it, in /metrics:
+//   plaintext client, no client certificate, another CA's certificate:
+//     the handshake fails (UNAVAILABLE), no call reaches a handler;
+//   a worker on ListEndpoints / Admin, a reader on Admit: PERMISSION_DENIED,
+//     counted in stagger_authz_denied_total;
+//   a policy without client certificates, unreadable or mismatched
+//     certificate files, a bad policy file: staggerd refuses to start
+//     (exit 2) naming the flag.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/tls_options.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "stagger/v1/admin.grpc.pb.h"
+#include "stagger/v1/coordinator.grpc.pb.h"
+#include "tests/testing/blackbox_util.h"
+#include "tests/testing/staggerd_process.h"
+
+namespace stagger {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::PollUntil;
+using testing::ScratchDir;
+using testing::ScrapeMetric;
+using testing::StaggerdProcess;
+using testing::WriteFile;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A Kubernetes Secret volume in a directory, updated the kubelet's way:
+// tls.crt -> ..data/tls.crt, ..data -> ..vN, and a new version is a new
+// directory whose symlink is renamed over ..data.
+class SecretMount {
+ public:
+  explicit SecretMount(std::string dir) : dir_(std::move(dir)) {}
+  bool Put(const std::string& cert, const std::string& key) {
+    const std::string version = absl::StrCat("..v", ++n_);
+    const std::string vdir = dir_ + "/" + version;
+    if (mkdir(vdir.c_str(), 0700) != 0) return false;
+    if (!WriteFile(vdir + "/tls.crt", ReadAll(cert)) ||
+        !WriteFile(vdir + "/tls.key", ReadAll(key))) {
+      return false;
+    }
+    const std::string tmp = dir_ + "/..data_tmp";
+    if (symlink(version.c_str(), tmp.c_str()) != 0) return false;
+    if (rename(tmp.c_str(), (dir_ + "/..data").c_str()) != 0) return false;
+    if (n_ == 1) {
+      return symlink("..data/tls.crt", cert_path().c_str()) == 0 &&
+             symlink("..data/tls.key", key_path().c_str()) == 0;
+    }
+    return true;
+  }
+  std::string cert_path() const { return dir_ + "/tls.crt"; }
+  std::string key_path() const { return dir_ + "/tls.key"; }
+
+ private:
+  std::string dir_;
+  int n_ = 0;
+};
+
+constexpr char kDeniedCoordinator[] =
+    "stagger_authz_denied_total{cause=\"no_allow_rule\",service=\"stagger.v1."
+    "RetryCoordinator\"}";
+constexpr char kDeniedAdmin[] =
+    "stagger_authz_denied_total{cause=\"no_allow_rule\",service=\"stagger.v1."
+    "Admin\"}";
+
+class SecureServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.ok());
+    const std::string cmd =
+        absl::StrCat(MAKE_CERTS, " ", dir_.path(), "/certs");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    ASSERT_EQ(mkdir((dir_ / "secret").c_str(), 0700), 0);
+    ASSERT_TRUE(secret_.Put(Cert("server.pem"), Cert("server.key")));
+    ASSERT_TRUE(WriteFile(policy_path(), ReadAll(SECURITY_TESTDATA "/policy.json")));
+  }
+
+  std::string Cert(const std::string& name) const {
+    return dir_ / ("certs/" + name);
+  }
+  std::string policy_path() const { return dir_ / "policy.json"; }
+
+  std::vector<std::string> TlsArgs(bool mutual, bool authz) const {
+    std::vector<std::string> args = {
+        "--address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+        "--tls_cert_file=" + secret_.cert_path(),
+        "--tls_key_file=" + secret_.key_path(), "--tls_refresh_interval=1s",
+        "--authz_poll_interval=100ms", "--health_address=127.0.0.1:0"};
+    if (mutual) args.push_back("--tls_client_ca_file=" + Cert("ca.pem"));
+    if (authz) args.push_back("--authz_policy_file=" + policy_path());
+    return args;
+  }
+
+  void Start(std::vector<std::string> args) {
+    auto p = StaggerdProcess::Start(STAGGERD_PATH, std::move(args));
+    ASSERT_TRUE(p.ok()) << p.status();
+    server_ = *std::move(p);
+  }
+
+  // A channel as `who` ("worker", "reader", "admin", "rogue"; "" for no
+  // client certificate) trusting `ca`; "plaintext" for no TLS at all.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& who,
+                                         const std::string& ca = "ca.pem") {
+    client::ClientTlsOptions tls;
+    if (who != "plaintext") {
+      tls.ca_file = Cert(ca);
+      tls.server_name = "stagger.test";
+      if (!who.empty()) {
+        tls.cert_file = Cert(who + ".pem");
+        tls.key_file = Cert(who + ".key");
+      }
+    }
+    auto ch = client::MakeChannel(server_->target(), tls);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return ch.ok() ? *ch : nullptr;
+  }
+
+  // One Admit; `cn` gets the server certificate's common name.
+  static grpc::Status Admit(const std::shared_ptr<grpc::Channel>& ch,
+                            std::string* cn = nullptr,
+                            v1::AdmitResponse* out = nullptr) {
+    auto stub = v1::RetryCoordinator::NewStub(ch);
+    v1::AdmitRequest req;
+    req.set_endpoint("https://hooks.example.com/a");
+    req.set_attempt(1);
+    v1::AdmitResponse local;
+    v1::AdmitResponse& resp = out != nullptr ? *out : local;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    grpc::Status s = stub->Admit(&ctx, req, &resp);
+    if (cn != nullptr && ctx.auth_context() != nullptr) {
+      for (const auto& v :
+           ctx.auth_context()->FindPropertyValues("x509_common_name")) {
+        *cn = std::string(v.data(), v.size());
+      }
+    }
+    return s;
+  }
+  static grpc::Status List(const std::shared_ptr<grpc::Channel>& ch) {
+    auto stub = v1::RetryCoordinator::NewStub(ch);
+    v1::ListEndpointsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    return stub->ListEndpoints(&ctx, v1::ListEndpointsRequest(), &resp);
+  }
+  // An Admin call (ListPauses: changes nothing).
+  static grpc::Status AdminCall(const std::shared_ptr<grpc::Channel>& ch) {
+    auto stub = v1::Admin::NewStub(ch);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    v1::ListPausesResponse resp;
+    return stub->ListPauses(&ctx, v1::ListPausesRequest(), &resp);
+  }
+  double Metric(const char* series) const {
+    return ScrapeMetric(server_->metrics_port(), series).value_or(-1);
+  }
+
+  ScratchDir dir_;
+  SecretMount secret_{dir_ / "secret"};
+  std::unique_ptr<StaggerdProcess> server_;
+};
+
+TEST_F(SecureServerTest, ServerOnlyTlsServesClientsThatTrustItsCa) {
+  Start(TlsArgs(/*mutual=*/false, /*authz=*/false));
+  EXPECT_TRUE(server_->WaitForOutput("gRPC port security: TLS"));
+  EXPECT_TRUE(Admit(Channel("")).ok());
+  EXPECT_EQ(Admit(Channel("plaintext")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // A client that trusts another CA refuses this server.
+  EXPECT_EQ(Admit(Channel("", "other-ca.pem")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(SecureServerTest, MutualTlsRefusesPlaintextNoCertificateAndOtherCa) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/false));
+  EXPECT_TRUE(Admit(Channel("worker")).ok());
+  EXPECT_EQ(Admit(Channel("plaintext")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Admit(Channel("")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Admit(Channel("rogue")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(SecureServerTest, PolicyGivesEachRoleItsMethodsAndCountsDenials) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  EXPECT_TRUE(server_->WaitForOutput("authz policy \"stagger-test\""));
+  EXPECT_EQ(Metric(kDeniedCoordinator), 0);
+  auto worker = Channel("worker");
+  EXPECT_TRUE(Admit(worker).ok());
+  const grpc::Status list = List(worker);
+  EXPECT_EQ(list.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(list.error_message(), HasSubstr("spiffe://stagger.test/worker"));
+  EXPECT_EQ(AdminCall(worker).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  auto reader = Channel("reader");
+  EXPECT_TRUE(List(reader).ok());
+  EXPECT_EQ(Admit(reader).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(AdminCall(reader).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  auto admin = Channel("admin");
+  EXPECT_TRUE(List(admin).ok());
+  EXPECT_TRUE(AdminCall(admin).ok());
+  EXPECT_EQ(Admit(admin).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  EXPECT_EQ(Metric(kDeniedCoordinator), 3);  // worker List, reader and admin Admit
+  EXPECT_EQ(Metric(kDeniedAdmin), 2);        // worker and reader
+  // The metric's labels never carry request data: no endpoint key anywhere.
+  auto body = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(body.ok());
+  EXPECT_THAT(*body, ::testing::Not(HasSubstr("hooks.example.com")));
+  EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
+}
+
+// staggerctl with the admin's certificate pauses the endpoint; the worker's
+// next Admit answers DEFER(PAUSED); a worker's certificate cannot pause
+// (exit 4, PERMISSION_DENIED); the action is logged with the admin's
+// identity and never with the key.
+TEST_F(SecureServerTest, AdminPausesWithStaggerctlAndWorkersAreHeld) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  auto worker = Channel("worker");
+  ASSERT_TRUE(Admit(worker).ok());
+  auto ctl = [&](const std::string& who, const std::string& args,
+                 std::string* out = nullptr) {
+    const std::string cmd = absl::StrCat(
+        STAGGERCTL_PATH, " --address=", server_->target(),
+        " --tls_ca_file=", Cert("ca.pem"), " --tls_cert_file=", Cert(who + ".pem"),
+        " --tls_key_file=", Cert(who + ".key"),
+        " --tls_server_name=stagger.test ", args, " 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof buf, p) != nullptr) text += buf;
+    const int status = p == nullptr ? -1 : pclose(p);
+    if (out != nullptr) *out = text;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  EXPECT_EQ(ctl("worker", "pause https://hooks.example.com/a --for 10m --reason x", &out), 4) << out;
+  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
+  const size_t from = server_->output_size();
+  ASSERT_EQ(ctl("admin", "pause https://hooks.example.com/a --for 10m --reason 'partner maintenance'", &out), 0) << out;
+
+  v1::AdmitResponse resp;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().verdict(), v1::DEFER);
+  EXPECT_EQ(resp.decision().reason(), v1::PAUSED);
+  EXPECT_GE(resp.decision().defer_for().seconds(), 9 * 60);
+
+  ASSERT_EQ(ctl("admin", "get https://hooks.example.com/a", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("partner maintenance"));
+  EXPECT_THAT(out, HasSubstr("spiffe://stagger.test/admin"));
+  ASSERT_EQ(ctl("admin", "list --state=PAUSED --json", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("\"paused_by\": \"spiffe://stagger.test/admin\""));
+  EXPECT_EQ(ctl("reader", "list --state=PAUSED", &out), 4) << out;
+  EXPECT_EQ(ctl("reader", "get https://hooks.example.com/a", &out), 0) << out;
+
+  ASSERT_EQ(ctl("admin", "resume https://hooks.example.com/a", &out), 0) << out;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_NE(resp.decision().reason(), v1::PAUSED);
+
+  EXPECT_TRUE(server_->WaitForOutput(
+      "admin: spiffe://stagger.test/admin paused endpoint key#", from));
+  EXPECT_TRUE(server_->WaitForOutput(
+      "admin: spiffe://stagger.test/admin resumed endpoint key#", from));
+  EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"pause\"}"), 1);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"resume\"}"), 1);
+
+  // Force the breaker open: the worker is deferred by it; a reset forgets
+  // it and the worker goes again.
+  auto admin = v1::Admin::NewStub(Channel("admin"));
+  v1::ForceBreakerRequest force;
+  force.set_endpoint("https://hooks.example.com/a");
+  force.set_state(v1::OPEN);
+  force.mutable_open_for()->set_seconds(60);
+  force.set_reason("drill");
+  v1::ForceBreakerResponse forced;
+  grpc::ClientContext fctx;
+  ASSERT_TRUE(admin->ForceBreaker(&fctx, force, &forced).ok());
+  EXPECT_EQ(forced.state().breaker_state(), v1::OPEN);
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().reason(), v1::CIRCUIT_OPEN);
+  ASSERT_EQ(ctl("admin", "reset https://hooks.example.com/a --reason drill-over", &out), 0) << out;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().verdict(), v1::PROCEED);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"force_breaker\"}"), 1);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"reset\"}"), 1);
+  EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
+}
+
+// The example worker over mutual TLS with the worker's certificate: its
+// decisions come from the coordinator. With a --tls_server_name the
+// server's certificate does not carry, the handshake fails and every
+// decision is the local fallback's: the option reaches the channel.
+TEST_F(SecureServerTest, ExampleWorkerTakesTheTlsFlags) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  auto run = [&](const std::string& server_name) {
+    const std::string cmd = absl::StrCat(
+        EXAMPLE_WORKER_PATH, " --coordinator=", server_->target(),
+        " --tls_ca_file=", Cert("ca.pem"), " --tls_cert_file=", Cert("worker.pem"),
+        " --tls_key_file=", Cert("worker.key"), " --tls_server_name=", server_name,
+        " --endpoint='https://bot:secret@hooks.example.com/orders/T0?sig=1'",
+        " --deliveries=20 --workers=4 --arrival_seconds=1 --outage_seconds=0",
+        " --rate_limit_at=1000 --max_run_seconds=30 --quiet 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof buf, p) != nullptr) text += buf;
+    if (p != nullptr) pclose(p);
+    return text;
+  };
+  const std::string good = run("stagger.test");
+  EXPECT_THAT(good, HasSubstr("deliveries: 20 (SUCCEEDED 20;"));
+  EXPECT_THAT(good, HasSubstr("decisions by source: coordinator "));
+  EXPECT_THAT(good, ::testing::Not(HasSubstr("local")));
+  // The key it sent is the URL without its secrets.
+  EXPECT_THAT(good, HasSubstr("to https://hooks.example.com/orders;"));
+  EXPECT_THAT(good, ::testing::Not(HasSubstr("secret")));
+  const std::string wrong = run("not-in-the-certificate.test");
+  EXPECT_THAT(wrong, HasSubstr("decisions by source: local "));
+  EXPECT_THAT(wrong, ::testing::Not(HasSubstr("source: coordinator")));
+}
+
+TEST_F(SecureServerTest, PolicyChangeTakesEffectAndABadOneIsRefusedAndCounted) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  auto worker = Channel("worker");
+  ASSERT_EQ(List(worker).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Let workers list too: a new file renamed over the old one.
+  std::string policy = ReadAll(policy_path());
+  const std::string readers = R"("principals": ["reader.stagger.test",)";
+  ASSERT_NE(policy.find(readers), std::string::npos);
+  policy.replace(policy.find(readers), readers.size(),
+                 R"("principals": ["spiffe://stagger.test/worker", "reader.stagger.test",)");
+  ASSERT_TRUE(WriteFile(dir_ / "policy.tmp", policy));
+  ASSERT_EQ(rename((dir_ / "policy.tmp").c_str(), policy_path().c_str()), 0);
+  EXPECT_TRUE(PollUntil([&] { return List(worker).ok(); }));
+  EXPECT_TRUE(PollUntil([&] {
+    return Metric("stagger_authz_policy_reloads_total{result=\"success\"}") == 1;
+  }));
+
+  // A bad file: refused, the policy in force stays, the failure counted.
+  const size_t from = server_->output_size();
+  ASSERT_TRUE(WriteFile(policy_path(), R"({"name": "x", "allow_rules": [{"nmae": "typo"}]})"));
+  EXPECT_TRUE(PollUntil([&] {
+    return Metric("stagger_authz_policy_reloads_total{result=\"failure\"}") == 1;
+  }));
+  EXPECT_TRUE(server_->WaitForOutput("allow_rules[0]: unknown field \"nmae\"", from));
+  EXPECT_TRUE(List(worker).ok());
+  EXPECT_TRUE(Admit(worker).ok());
+}
+
+TEST_F(SecureServerTest, RotatedCertificateIsUsedByNewConnectionsOnly) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  auto established = Channel("worker");
+  std::string cn;
+  ASSERT_TRUE(Admit(established, &cn).ok());
+  ASSERT_EQ(cn, "staggerd-v1");
+
+  ASSERT_TRUE(secret_.Put(Cert("server-v2.pem"), Cert("server-v2.key")));
+  // New connections see the new certificate once gRPC re-reads the files.
+  EXPECT_TRUE(PollUntil([&] {
+    std::string now;
+    return Admit(Channel("worker"), &now).ok() && now == "staggerd-v2";
+  }));
+  // The established connection was not dropped: same handshake, still
+  // answering.
+  std::string still;
+  EXPECT_TRUE(Admit(established, &still).ok());
+  EXPECT_EQ(still, "staggerd-v1");
+}
+
+TEST_F(SecureServerTest, HealthPortServesHealthAloneInPlaintext) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  ASSERT_TRUE(server_->WaitForOutput("health on port "));
+  const std::string out = server_->output();
+  const size_t at = out.find("health on port ") + 15;
+  const int health_port = std::atoi(out.c_str() + at);
+  ASSERT_GT(health_port, 0);
+  auto plain = grpc::CreateChannel(absl::StrCat("127.0.0.1:", health_port),
+                                   grpc::InsecureChannelCredentials());
+  // The kubelet's check: grpc.health.v1.Health/Check for "", plaintext.
+  for (const char* service : {"", "stagger.v1.RetryCoordinator"}) {
+    auto stub = grpc::health::v1::Health::NewStub(plain);
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok()) << service;
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+  // Nothing else answers there: not the coordinator, not the admin service.
+  EXPECT_EQ(Admit(plain).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(List(plain).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(AdminCall(plain).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  // SIGTERM: the health port turns NOT_SERVING with the main one.
+  server_->Signal(SIGTERM);
+  EXPECT_TRUE(PollUntil([&] {
+    auto stub = grpc::health::v1::Health::NewStub(plain);
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    grpc::Status s = stub->Check(&ctx, {}, &resp);
+    return !s.ok() ||
+           resp.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+  }));
+  auto code = server_->WaitForExit();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
+struct RefusalCase {
+  const char* what;
+  std::vector<std::string> args;  // {DIR} is the cert folder
+  const char* message;
+};
+
+TEST_F(SecureServerTest, RefusesToStartOnBadSecuritySettings) {
+  const std::string c = dir_ / "certs/";
+  ASSERT_TRUE(WriteFile(dir_ / "bad-policy.json", R"({"name": "p"})"));
+  const std::vector<RefusalCase> cases = {
+      {"a policy without client certificates",
+       {"--tls_cert_file=" + c + "server.pem", "--tls_key_file=" + c + "server.key",
+        "--authz_policy_file=" + policy_path()},
+       "needs client certificates"},
+      {"a policy on plaintext", {"--authz_policy_file=" + policy_path()},
+       "needs client certificates"},
+      {"a key that is not the certificate's",
+       {"--tls_cert_file=" + c + "server.pem", "--tls_key_file=" + c + "worker.key"},
+       "does not belong to the certificate"},
+      {"a missing certificate file",
+       {"--tls_cert_file=" + c + "nope.pem", "--tls_key_file=" + c + "server.key"},
+       "nope.pem: cannot be read"},
+      {"a key file that is not PEM",
+       {"--tls_cert_file=" + c + "server.pem", "--tls_key_file=" + policy_path()},
+       "not a PEM file"},
+      {"a certificate without its key", {"--tls_cert_file=" + c + "server.pem"},
+       "both --tls_cert_file and --tls_key_file"},
+      {"a client CA without TLS", {"--tls_client_ca_file=" + c + "ca.pem"},
+       "--tls_client_ca_file needs --tls_cert_file"},
+      {"a bad policy file",
+       {"--tls_cert_file=" + c + "server.pem", "--tls_key_file=" + c + "server.key",
+        "--tls_client_ca_file=" + c + "ca.pem",
+        "--authz_policy_file=" + (dir_ / "bad-policy.json")},
+       "allow_rules: is required"},
+  };
+  for (const RefusalCase& rc : cases) {
+    std::vector<std::string> args = {"--address=127.0.0.1:0",
+                                     "--metrics_address="};
+    args.insert(args.end(), rc.args.begin(), rc.args.end());
+    auto p = StaggerdProcess::Spawn(STAGGERD_PATH, args);
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto code = (*p)->WaitForExit();
+    ASSERT_TRUE(code.ok()) << rc.what << ": " << code.status();
+    EXPECT_EQ(*code, 2) << rc.what;
+    EXPECT_THAT((*p)->output(), HasSubstr("refusing to start")) << rc.what;
+    EXPECT_THAT((*p)->output(), HasSubstr(rc.message)) << rc.what;
+  }
+}
+
+}  // namespace
+}  // namespace stagger
