@@ -95,8 +95,9 @@ absl::Status Engine::ValidateReport(const ReportInput& in) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
-  if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+template <typename Input, typename DecideFn>
+Decision Engine::DecideOn(const Input& in, bool after_failure,
+                          DecideFn decide) {
   const absl::Time now = clock_->Now();
   absl::BitGenRef rng = random_->Get();
   const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
@@ -110,31 +111,26 @@ absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
                                             in.first_attempt_time),
                           rng,
                           untracked ? nullptr : table_.get(),
-                          /*after_failure=*/false,
+                          after_failure,
                           paused_until};
-        return DecideAdmit(c, in);
+        return decide(c, in);
       });
+}
+
+absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
+  if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+  return DecideOn(in, /*after_failure=*/false,
+                  [](DecisionContext& c, const AdmitInput& a) {
+                    return DecideAdmit(c, a);
+                  });
 }
 
 absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
   if (absl::Status s = ValidateReport(in); !s.ok()) return s;
-  const absl::Time now = clock_->Now();
-  absl::BitGenRef rng = random_->Get();
-  const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
-  return table_->WithState(
-      in.endpoint, now,
-      [&](EndpointState& st, const PolicyParams& p, bool untracked) {
-        DecisionContext c{st,
-                          p,
-                          now,
-                          EffectiveDeadline(p, in.deadline,
-                                            in.first_attempt_time),
-                          rng,
-                          untracked ? nullptr : table_.get(),
-                          /*after_failure=*/true,
-                          paused_until};
-        return DecideReport(c, in);
-      });
+  return DecideOn(in, /*after_failure=*/true,
+                  [](DecisionContext& c, const ReportInput& r) {
+                    return DecideReport(c, r);
+                  });
 }
 
 absl::StatusOr<EndpointSnapshot> Engine::Inspect(

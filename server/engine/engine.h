@@ -137,6 +137,12 @@ class Engine {
   }
 
  private:
+  // One decision on `in.endpoint`'s state under its shard's lock: builds
+  // the decision context (now, effective deadline, randomness, pause) and
+  // hands it to `decide` (DecideAdmit or DecideReport). `in` is validated.
+  template <typename Input, typename DecideFn>
+  Decision DecideOn(const Input& in, bool after_failure, DecideFn decide);
+
   const Clock* clock_;
   RandomSource* random_;
   PauseTable pauses_;
