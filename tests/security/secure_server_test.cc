@@ -15,16 +15,20 @@
 //   a policy without client certificates, unreadable or mismatched
 //     certificate files, a bad policy file: staggerd refuses to start
 //     (exit 2) naming the flag.
+// Rotation: a Kubernetes Secret's symlink swap and a plain file renamed
+// over the old one both reach new connections.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -113,11 +117,15 @@ class SecureServerTest : public ::testing::Test {
   }
   std::string policy_path() const { return dir_ / "policy.json"; }
 
-  std::vector<std::string> TlsArgs(bool mutual, bool authz) const {
+  // staggerd with TLS from the Secret mount (or from `cert` and `key`).
+  std::vector<std::string> TlsArgs(bool mutual, bool authz,
+                                   const std::string& cert = "",
+                                   const std::string& key = "") const {
     std::vector<std::string> args = {
         "--address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-        "--tls_cert_file=" + secret_.cert_path(),
-        "--tls_key_file=" + secret_.key_path(), "--tls_refresh_interval=1s",
+        "--tls_cert_file=" + (cert.empty() ? secret_.cert_path() : cert),
+        "--tls_key_file=" + (key.empty() ? secret_.key_path() : key),
+        "--tls_refresh_interval=1s",
         "--authz_poll_interval=100ms", "--health_address=127.0.0.1:0"};
     if (mutual) args.push_back("--tls_client_ca_file=" + Cert("ca.pem"));
     if (authz) args.push_back("--authz_policy_file=" + policy_path());
@@ -403,6 +411,30 @@ TEST_F(SecureServerTest, RotatedCertificateIsUsedByNewConnectionsOnly) {
   std::string still;
   EXPECT_TRUE(Admit(established, &still).ok());
   EXPECT_EQ(still, "staggerd-v1");
+}
+
+// Outside Kubernetes (certbot, a deploy script): plain files, each new one
+// written beside the old and renamed over it.
+TEST_F(SecureServerTest, CertificateRenamedOverThePlainFileIsPickedUp) {
+  const std::string dir = dir_ / "plain";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
+  ASSERT_TRUE(WriteFile(cert, ReadAll(Cert("server.pem"))));
+  ASSERT_TRUE(WriteFile(key, ReadAll(Cert("server.key"))));
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true, cert, key));
+  std::string cn;
+  ASSERT_TRUE(Admit(Channel("worker"), &cn).ok());
+  ASSERT_EQ(cn, "staggerd-v1");
+
+  for (const auto& [from, to] : {std::pair{Cert("server-v2.key"), key},
+                                 std::pair{Cert("server-v2.pem"), cert}}) {
+    ASSERT_TRUE(WriteFile(to + ".new", ReadAll(from)));
+    ASSERT_EQ(rename((to + ".new").c_str(), to.c_str()), 0) << to;
+  }
+  EXPECT_TRUE(PollUntil([&] {
+    std::string now;
+    return Admit(Channel("worker"), &now).ok() && now == "staggerd-v2";
+  })) << server_->output();
 }
 
 TEST_F(SecureServerTest, HealthPortServesHealthAloneInPlaintext) {
