@@ -1,62 +1,61 @@
+// ClientMetrics: families, names and help from the metric catalog
+// (server/metrics/metric_catalog.h); see client_metrics.h for the contract.
 #include "client/client_metrics.h"
 
+#include <string_view>
+
 #include "prometheus/family.h"
+#include "server/metrics/metric_catalog.h"
+#include "server/metrics/metric_registration.h"
 
 namespace stagger::client {
+namespace {
+
+using metrics::CatalogLabels;
+using metrics::MetricId;
+using metrics::RegisterFamily;
+
+static_assert(static_cast<int>(grpc::StatusCode::UNAUTHENTICATED) + 1 ==
+                  static_cast<int>(metrics::kGrpcCodeNames.size()),
+              "kGrpcCodeNames covers grpc::StatusCode 0..16");
+static_assert(static_cast<int>(Call::kAdmit) == 0 &&
+                  static_cast<int>(Call::kReport) == 1 &&
+                  metrics::kCallLabels.size() == 2,
+              "kCallLabels follows client::Call");
+
+}  // namespace
 
 const char* GrpcCodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+  const int c = static_cast<int>(code);
+  if (c < 0 || c >= static_cast<int>(metrics::kGrpcCodeNames.size())) {
+    return "UNKNOWN";
   }
+  return metrics::kGrpcCodeNames[c];
 }
 
 ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
-  auto& fallback =
-      prometheus::BuildCounter()
-          .Name("stagger_client_fallback_decisions_total")
-          .Help("Decisions the Stagger client made locally because the "
-                "coordinator was slow, unreachable or considered down.")
-          .Register(registry);
+  auto& fallback = RegisterFamily<MetricId::kClientFallbackDecisions>(registry);
   for (Call call : {Call::kAdmit, Call::kReport}) {
+    const int c = static_cast<int>(call);
     for (int v = 1; v <= kNumVerdicts; ++v) {
-      fallback_[static_cast<int>(call)][v - 1] = &fallback.Add(
-          {{"call", CallName(call)},
-           {"verdict", engine::VerdictName(static_cast<engine::Verdict>(v))}});
+      fallback_[c][v - 1] = &fallback.Add(CatalogLabels(
+          MetricId::kClientFallbackDecisions,
+          {metrics::kCallLabels[c],
+           engine::VerdictName(static_cast<engine::Verdict>(v))}));
     }
   }
-  auto& errors = prometheus::BuildCounter()
-                     .Name("stagger_client_coordinator_errors_total")
-                     .Help("Coordinator calls that failed and made the "
-                           "Stagger client fall back, by gRPC status code.")
-                     .Register(registry);
-  for (int c = 1; c < kNumCodes; ++c) {  // OK is never an error
-    if (c == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)) continue;
-    errors_[c] = &errors.Add(
-        {{"code", GrpcCodeName(static_cast<grpc::StatusCode>(c))}});
+  // One series per code of the catalog's set (every code but OK and
+  // INVALID_ARGUMENT), at its code number; other codes count as UNKNOWN.
+  auto& errors = RegisterFamily<MetricId::kClientCoordinatorErrors>(registry);
+  for (int c = 0; c < kNumCodes; ++c) {
+    for (const char* name :
+         metrics::OnlyLabelValues(MetricId::kClientCoordinatorErrors)) {
+      if (std::string_view(metrics::kGrpcCodeNames[c]) != name) continue;
+      errors_[c] = &errors.Add(
+          CatalogLabels(MetricId::kClientCoordinatorErrors, {name}));
+    }
   }
-  auto& up = prometheus::BuildGauge()
-                 .Name("stagger_client_coordinator_up")
-                 .Help("1 while the Stagger client considers the coordinator "
-                       "reachable, 0 while it decides locally.")
-                 .Register(registry);
-  up_ = &up.Add({});
+  up_ = &RegisterFamily<MetricId::kClientCoordinatorUp>(registry).Add({});
   up_->Set(1);
 }
 

@@ -1,5 +1,8 @@
 // Client-side metrics of the Stagger client library (issue 3, item 3), for
-// the host process to expose from its own prometheus-cpp registry:
+// the host process to expose from its own prometheus-cpp registry. Their
+// names, types, labels (with their value sets) and help text are declared
+// in the metric catalog (server/metrics/metric_catalog.h, the
+// Registrar::kClientMetrics entries) with staggerd's:
 //
 //   stagger_client_fallback_decisions_total{call, verdict}   counter
 //       decisions the client made locally instead of the coordinator.
@@ -38,8 +41,8 @@
 
 namespace stagger::client {
 
-// Name of a gRPC status code, e.g. "DEADLINE_EXCEEDED"; "UNKNOWN" for a
-// value outside 0..16.
+// Name of a gRPC status code, e.g. "DEADLINE_EXCEEDED" (the catalog's
+// kGrpcCodeNames); "UNKNOWN" for a value outside 0..16.
 const char* GrpcCodeName(grpc::StatusCode code);
 
 class ClientMetrics {

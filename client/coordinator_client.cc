@@ -119,6 +119,9 @@ class CoordinatorClient::Impl {
   // [1s, 60s]; a dns:/// target is re-resolved every dns_refresh (every
   // second while it has no members).
   void Housekeeping();
+  // The members of the dns:/// target now (options_.resolve_members or
+  // ResolveDnsMembers), sorted by name, one per name.
+  absl::StatusOr<std::vector<Member>> ResolveMembers() const;
   void RefreshDns();
 
   // Deadline of one RPC.
@@ -212,8 +215,7 @@ CoordinatorClient::Impl::Impl(ClientOptions options)
     spec_ = *ParseMembers(options_.target);  // checked by Create
     members = spec_.members;
     if (!spec_.dns_host.empty()) {
-      absl::StatusOr<std::vector<Member>> found =
-          ResolveDnsMembers(spec_.dns_host, spec_.dns_port);
+      absl::StatusOr<std::vector<Member>> found = ResolveMembers();
       if (found.ok()) members = *std::move(found);
     }
   }
@@ -297,9 +299,30 @@ void CoordinatorClient::Impl::Housekeeping() {
   }
 }
 
-void CoordinatorClient::Impl::RefreshDns() {
+absl::StatusOr<std::vector<Member>> CoordinatorClient::Impl::ResolveMembers()
+    const {
   absl::StatusOr<std::vector<Member>> found =
-      ResolveDnsMembers(spec_.dns_host, spec_.dns_port);
+      options_.resolve_members
+          ? options_.resolve_members(spec_.dns_host, spec_.dns_port)
+          : ResolveDnsMembers(spec_.dns_host, spec_.dns_port);
+  if (!found.ok()) return found;
+  if (found->empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "dns:///", spec_.dns_host, ":", spec_.dns_port, ": no members"));
+  }
+  // Sorted by name, one per name (a custom resolver may not be).
+  std::sort(found->begin(), found->end(),
+            [](const Member& a, const Member& b) { return a.name < b.name; });
+  found->erase(std::unique(found->begin(), found->end(),
+                           [](const Member& a, const Member& b) {
+                             return a.name == b.name;
+                           }),
+               found->end());
+  return found;
+}
+
+void CoordinatorClient::Impl::RefreshDns() {
+  absl::StatusOr<std::vector<Member>> found = ResolveMembers();
   if (!found.ok()) return;  // keep the members last seen
   std::shared_ptr<const View> old = view();
   bool same = found->size() == old->replicas.size();

@@ -77,6 +77,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/members.h"
 #include "server/engine/clock.h"
 #include "server/engine/decision.h"
 #include "server/engine/engine_config.h"
@@ -179,6 +180,10 @@ struct ClientOptions {
   // How often a dns:/// target is resolved again (members come and go).
   // > 0, at most 1 hour. Default 5 s.
   absl::Duration dns_refresh = absl::Seconds(5);
+  // How a dns:/// target's members are found, at start and every
+  // dns_refresh. Null: ResolveDnsMembers (A/AAAA records, each member named
+  // by its PTR name; client/members.h).
+  MemberResolver resolve_members;
   // Time for the local engine, the recheck interval and DEFER conversion.
   // Null: engine::RealClock. Must outlive the client.
   const engine::Clock* clock = nullptr;

@@ -32,6 +32,7 @@
 #ifndef STAGGER_CLIENT_MEMBERS_H_
 #define STAGGER_CLIENT_MEMBERS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,13 @@ absl::StatusOr<MemberSpec> ParseMembers(absl::string_view target);
 // Unavailable if the lookup fails or finds nothing.
 absl::StatusOr<std::vector<Member>> ResolveDnsMembers(absl::string_view host,
                                                       absl::string_view port);
+
+// Where a dns:/// target's members come from: (host, port) -> members.
+// ResolveDnsMembers by default; another membership source (a service
+// registry, a test's script) may stand in (ClientOptions::resolve_members).
+// An error keeps the members last seen.
+using MemberResolver = std::function<absl::StatusOr<std::vector<Member>>(
+    absl::string_view host, absl::string_view port)>;
 
 }  // namespace stagger::client
 

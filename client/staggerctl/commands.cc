@@ -402,7 +402,9 @@ std::string Usage() {
   staggerctl [flags] reset KEY [--reason TEXT]
 
 Flags:
-  --address HOST:PORT    staggerd's gRPC address (default 127.0.0.1:50051)
+  --address HOST:PORT    staggerd's gRPC address (default 127.0.0.1:50051);
+                         with --replicas, every replica's, comma-separated:
+                         the command runs on each (a pause must reach all)
   --tls_ca_file FILE     TLS: the CA that signed staggerd's certificate
   --tls_cert_file FILE   mutual TLS: this client's certificate (with key)
   --tls_key_file FILE
@@ -413,7 +415,9 @@ Flags:
 
 Exit codes: 0 done, 1 other error, 2 bad usage, 3 staggerd unreachable
 (or a TLS mismatch), 4 not allowed (PERMISSION_DENIED), 5 not found,
-6 invalid argument.
+6 invalid argument. On several addresses: 0 if each succeeded (NOT_FOUND
+counts as success where another address succeeded), else the first
+failure's code.
 )";
 }
 

@@ -11,9 +11,11 @@
 #include "absl/time/time.h"
 #include "client/staggerctl/args.h"
 #include "client/staggerctl/commands.h"
+#include "client/staggerctl/fan_out.h"
 #include "client/tls_options.h"
 
-ABSL_FLAG(std::string, address, "127.0.0.1:50051", "staggerd gRPC address");
+ABSL_FLAG(std::string, address, "127.0.0.1:50051",
+          "staggerd gRPC address, or every replica's, comma-separated");
 ABSL_FLAG(std::string, tls_ca_file, "", "CA of staggerd's certificate (TLS)");
 ABSL_FLAG(std::string, tls_cert_file, "", "client certificate (mutual TLS)");
 ABSL_FLAG(std::string, tls_key_file, "", "client key (mutual TLS)");
@@ -56,10 +58,10 @@ int main(int argc, char** argv) {
     std::cerr << "staggerctl: --timeout and --limit must be > 0\n";
     return ctl::kUsage;
   }
-  auto channel = stagger::client::MakeChannel(options.address, tls);
-  if (!channel.ok()) {
-    std::cerr << "staggerctl: " << channel.status().message() << "\n";
-    return ctl::kUsage;
-  }
-  return ctl::RunCommand(parsed->args, options, *channel, std::cout, std::cerr);
+  return ctl::RunOnEachAddress(
+      parsed->args, options,
+      [&tls](const std::string& address) {
+        return stagger::client::MakeChannel(address, tls);
+      },
+      std::cout, std::cerr);
 }

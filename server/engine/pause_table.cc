@@ -9,36 +9,72 @@
 
 namespace stagger::engine {
 
+namespace {
+
+// The checks Set() and Restore() share; the error names the field.
+absl::Status CheckTargetAndReason(const Pause& p) {
+  const char* field = p.prefix ? "target.prefix" : "target.endpoint";
+  if (p.target.empty() || p.target.size() > PauseTable::kMaxTargetBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be 1..", PauseTable::kMaxTargetBytes,
+                     " bytes, got ", p.target.size()));
+  }
+  if (p.reason.empty() || p.reason.size() > PauseTable::kMaxReasonBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason: must be 1..", PauseTable::kMaxReasonBytes,
+                     " bytes, got ", p.reason.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDuration(absl::Duration duration) {
+  if (duration <= absl::ZeroDuration() ||
+      duration > PauseTable::kMaxPauseDuration) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "duration: must be > 0 and <= ",
+        absl::FormatDuration(PauseTable::kMaxPauseDuration), ", got ",
+        absl::FormatDuration(duration)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Pause> PauseTable::Set(std::string target, bool prefix,
                                       absl::Duration duration,
                                       std::string reason,
                                       std::string paused_by, absl::Time now) {
-  const char* field = prefix ? "target.prefix" : "target.endpoint";
-  if (target.empty() || target.size() > kMaxTargetBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": must be 1..", kMaxTargetBytes, " bytes, got ", target.size()));
-  }
-  if (duration <= absl::ZeroDuration() || duration > kMaxPauseDuration) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "duration: must be > 0 and <= ", absl::FormatDuration(kMaxPauseDuration),
-        ", got ", absl::FormatDuration(duration)));
-  }
-  if (reason.empty() || reason.size() > kMaxReasonBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reason: must be 1..", kMaxReasonBytes, " bytes, got ", reason.size()));
-  }
   Pause p{std::move(target), prefix, now, now + duration, std::move(reason),
           std::move(paused_by)};
+  if (absl::Status s = CheckTargetAndReason(p); !s.ok()) return s;
+  if (absl::Status s = CheckDuration(duration); !s.ok()) return s;
+  if (absl::Status s = Insert(p, now); !s.ok()) return s;
+  return p;
+}
+
+absl::Status PauseTable::Restore(Pause pause, absl::Time now) {
+  if (absl::Status s = CheckTargetAndReason(pause); !s.ok()) return s;
+  if (absl::Status s = CheckDuration(pause.until - pause.since); !s.ok()) {
+    return s;
+  }
+  if (pause.until <= now) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ended at ", absl::FormatTime(pause.until)));
+  }
+  return Insert(std::move(pause), now);
+}
+
+absl::Status PauseTable::Insert(Pause p, absl::Time now) {
   absl::MutexLock l(&mu_);
   SweepLocked(now);
-  auto& table = prefix ? prefixes_ : keys_;
+  auto& table = p.prefix ? prefixes_ : keys_;
   if (!table.contains(p.target) && count_.load() >= kMaxPauses) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "at most ", kMaxPauses, " pauses may be in force; resume some first"));
   }
-  table[p.target] = p;
+  table[p.target] = std::move(p);
   Recount();
-  return p;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Pause> PauseTable::Remove(absl::string_view target, bool prefix,

@@ -6,7 +6,8 @@
 // eviction and ResetEndpoint, and cover endpoints not tracked yet.
 //
 // Contract:
-//  - Set() replaces the target's pause if it has one. Refused with
+//  - Set() replaces the target's pause if it has one; Restore() puts back
+//    one a state file kept (absolute since/until), under the same checks. Refused with
 //    InvalidArgument naming the field: an empty target, a target over
 //    kMaxTargetBytes, a duration <= 0 or over kMaxPauseDuration, an empty
 //    reason or one over kMaxReasonBytes; ResourceExhausted when kMaxPauses
@@ -58,6 +59,11 @@ class PauseTable {
   absl::StatusOr<Pause> Set(std::string target, bool prefix,
                             absl::Duration duration, std::string reason,
                             std::string paused_by, absl::Time now);
+  // A pause as saved by another process (server/state/): its own `since`
+  // and `until`. Refused as Set() refuses (target, reason, a span over
+  // kMaxPauseDuration, kMaxPauses); FailedPrecondition if it has ended by
+  // `now` (then it is not kept).
+  absl::Status Restore(Pause pause, absl::Time now);
   // The pause that was ended.
   absl::StatusOr<Pause> Remove(absl::string_view target, bool prefix,
                                absl::Time now);
@@ -68,6 +74,8 @@ class PauseTable {
   std::vector<Pause> List(absl::Time now) const;
 
  private:
+  // Stores `p` (replacing the target's pause), unless the table is full.
+  absl::Status Insert(Pause p, absl::Time now);
   void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Pause* FindLocked(absl::string_view key, absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

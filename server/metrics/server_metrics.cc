@@ -3,10 +3,10 @@
 #include "server/metrics/server_metrics.h"
 
 #include <algorithm>
-#include <string>
+#include <string_view>
 
-#include "absl/strings/str_cat.h"
 #include "prometheus/family.h"
+#include "server/metrics/metric_registration.h"
 
 namespace stagger::metrics {
 namespace {
@@ -16,19 +16,25 @@ static_assert(static_cast<int>(engine::Verdict::kDone) == 4,
 static_assert(static_cast<int>(engine::BreakerState::kHalfOpen) ==
                   engine::kNumBreakerStates,
               "breaker states must be 1..kNumBreakerStates");
+static_assert(kCallLabels.size() == ServerMetrics::kNumCalls,
+              "kCallLabels follows ServerMetrics::Call");
+static_assert(kMethodLabels.size() == ServerMetrics::kNumMethods,
+              "kMethodLabels follows ServerMetrics::Method");
+static_assert(std::string_view(kMethodLabels[2]) == kBatchMethodLabels[0] &&
+                  std::string_view(kMethodLabels[3]) == kBatchMethodLabels[1],
+              "kBatchMethodLabels are Method::kAdmitBatch, kReportBatch");
+static_assert(std::string_view(kResultLabels[0]) == "success",
+              "reloads_ and state_saves_ index success as 0, failure as 1");
 
-constexpr const char* kCallNames[ServerMetrics::kNumCalls] = {"admit",
-                                                              "report"};
-constexpr const char* kMethodNames[ServerMetrics::kNumMethods] = {
-    "Admit", "Report", "AdmitBatch", "ReportBatch", "GetEndpoint",
-    "ListEndpoints"};
-
-// "2".."20" and "overflow": static strings, so AttemptLabel() never
-// allocates and the pointers stay valid forever.
-constexpr const char* kAttemptNames[ServerMetrics::kMaxAttemptLabel + 1] = {
-    "",   "",   "2",  "3",  "4",  "5",  "6",  "7",  "8",  "9",  "10",
-    "11", "12", "13", "14", "15", "16", "17", "18", "19", "20"};
-constexpr const char* kOverflow = "overflow";
+const char* VerdictLabel(int v) {
+  return engine::VerdictName(static_cast<engine::Verdict>(v));
+}
+const char* ReasonLabel(int r) {
+  return engine::ReasonName(static_cast<engine::Reason>(r));
+}
+const char* StateLabel(int s) {
+  return engine::BreakerStateName(static_cast<engine::BreakerState>(s));
+}
 
 }  // namespace
 
@@ -64,166 +70,105 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
                              int max_attempt_label)
     : max_attempt_label_(
           std::clamp(max_attempt_label, kMinAttemptLabel, kMaxAttemptLabel)) {
-  // stagger_decisions_total: every combination, so that rate() sees the
-  // first increment of a rare (verdict, reason) instead of a series that
-  // appears from nothing. 2 x 4 x 13 = 104 series, fixed.
-  auto& decisions =
-      prometheus::BuildCounter()
-          .Name("stagger_decisions_total")
-          .Help("Decisions returned, by call (admit|report), verdict and "
-                "reason. Batch items count one each.")
-          .Register(registry);
+  RegisterDecisionSeries(registry);
+  RegisterRetrySeries(registry);
+  RegisterEndpointSeries(registry);
+  RegisterStateSeries(registry);
+  RegisterServingSeries(registry);
+}
+
+// stagger_decisions_total: every (call, verdict, reason).
+void ServerMetrics::RegisterDecisionSeries(prometheus::Registry& registry) {
+  auto& decisions = RegisterFamily<MetricId::kDecisions>(registry);
   for (int c = 0; c < kNumCalls; ++c) {
     for (int v = 1; v <= kMaxVerdict; ++v) {
       for (int r = 1; r <= engine::kMaxReason; ++r) {
-        decisions_[c][v][r] = &decisions.Add(
-            {{"call", kCallNames[c]},
-             {"verdict", engine::VerdictName(static_cast<engine::Verdict>(v))},
-             {"reason", engine::ReasonName(static_cast<engine::Reason>(r))}});
+        decisions_[c][v][r] = &decisions.Add(CatalogLabels(
+            MetricId::kDecisions,
+            {kCallLabels[c], VerdictLabel(v), ReasonLabel(r)}));
       }
     }
   }
+}
 
-  auto& delay =
-      prometheus::BuildHistogram()
-          .Name("stagger_retry_delay_seconds")
-          .Help("Realised delay before each retry (a Report answered PROCEED "
-                "with reason BACKOFF or RETRY_AFTER), in seconds, by the "
-                "retry's attempt number (2..K, then overflow).")
-          .Register(registry);
+// The retry delay by attempt (2..K, overflow) and the per-decision
+// counters without labels.
+void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
+  auto& delay = RegisterFamily<MetricId::kRetryDelay>(registry);
   for (int a = kMinAttemptLabel; a <= max_attempt_label_; ++a) {
-    attempt_labels_.push_back(kAttemptNames[a]);
+    attempt_labels_.push_back(kAttemptLabels[a - kMinAttemptLabel]);
   }
-  attempt_labels_.push_back(kOverflow);
+  attempt_labels_.push_back(kAttemptLabels.back());  // overflow
   for (const char* label : attempt_labels_) {
-    retry_delay_.push_back(
-        &delay.Add({{"attempt", label}}, RetryDelayBuckets()));
+    retry_delay_.push_back(&delay.Add(
+        CatalogLabels(MetricId::kRetryDelay, {label}), RetryDelayBuckets()));
   }
-
-  retry_after_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_retry_after_total")
-           .Help("Failure reports that carried the endpoint's Retry-After.")
-           .Register(registry)
-           .Add({});
+  retry_after_ = &RegisterFamily<MetricId::kRetryAfter>(registry).Add({});
   retry_after_clamped_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_retry_after_clamped_total")
-           .Help("Retry-After values above the policy's retry_after_max, "
-                 "clamped to it.")
-           .Register(registry)
-           .Add({});
+      &RegisterFamily<MetricId::kRetryAfterClamped>(registry).Add({});
   budget_refusals_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_budget_refusals_total")
-           .Help("Retries deferred because the endpoint's fleet-wide retry "
-                 "budget was empty (decisions with reason BUDGET_EXHAUSTED).")
-           .Register(registry)
-           .Add({});
-
-  pace_cuts_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_pace_cuts_total")
-           .Help("Cuts of an endpoint's learned release pace: released "
-                 "attempts failed while it was serving (overload), so its "
-                 "pace went down to the goodput measured.")
-           .Register(registry)
-           .Add({});
-
-  misrouted_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_misrouted_requests_total")
-           .Help("Decision requests (batch items count one each) for "
-                 "endpoint keys this replica does not own under its view of "
-                 "the replicas (--replicas); answered all the same.")
-           .Register(registry)
-           .Add({});
-
+      &RegisterFamily<MetricId::kBudgetRefusals>(registry).Add({});
   untracked_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_untracked_decisions_total")
-           .Help("Decisions made from fresh, unstored state because the "
-                 "endpoint table was full (limits.max_endpoints): no "
-                 "fleet-wide backoff, budget or breaker for those calls.")
-           .Register(registry)
-           .Add({});
+      &RegisterFamily<MetricId::kUntrackedDecisions>(registry).Add({});
+  pace_cuts_ = &RegisterFamily<MetricId::kPaceCuts>(registry).Add({});
+  misrouted_ =
+      &RegisterFamily<MetricId::kMisroutedRequests>(registry).Add({});
+}
 
-  auto& transitions =
-      prometheus::BuildCounter()
-          .Name("stagger_breaker_transitions_total")
-          .Help("Circuit-breaker state changes of any endpoint, by from and "
-                "to state (CLOSED, OPEN, HALF_OPEN).")
-          .Register(registry);
+// Breaker transitions (the 6 real ones) and the endpoint-table series the
+// engine's Stats() feed.
+void ServerMetrics::RegisterEndpointSeries(prometheus::Registry& registry) {
+  auto& transitions = RegisterFamily<MetricId::kBreakerTransitions>(registry);
   for (int f = 1; f <= kNumStates; ++f) {
     for (int t = 1; t <= kNumStates; ++t) {
       if (f == t) continue;
-      transitions_[f][t] = &transitions.Add(
-          {{"from",
-            engine::BreakerStateName(static_cast<engine::BreakerState>(f))},
-           {"to",
-            engine::BreakerStateName(static_cast<engine::BreakerState>(t))}});
+      transitions_[f][t] = &transitions.Add(CatalogLabels(
+          MetricId::kBreakerTransitions, {StateLabel(f), StateLabel(t)}));
     }
   }
-
-  auto& by_state =
-      prometheus::BuildGauge()
-          .Name("stagger_endpoints")
-          .Help("Tracked endpoints by circuit-breaker state, at scrape time.")
-          .Register(registry);
+  auto& by_state = RegisterFamily<MetricId::kEndpoints>(registry);
   for (int s = 1; s <= kNumStates; ++s) {
-    endpoints_by_state_[s] = &by_state.Add(
-        {{"breaker_state",
-          engine::BreakerStateName(static_cast<engine::BreakerState>(s))}});
+    endpoints_by_state_[s] =
+        &by_state.Add(CatalogLabels(MetricId::kEndpoints, {StateLabel(s)}));
   }
   endpoints_tracked_ =
-      &prometheus::BuildGauge()
-           .Name("stagger_endpoints_tracked")
-           .Help("Endpoints whose state the server holds, at scrape time.")
-           .Register(registry)
-           .Add({});
+      &RegisterFamily<MetricId::kEndpointsTracked>(registry).Add({});
   endpoints_evicted_ =
-      &prometheus::BuildCounter()
-           .Name("stagger_endpoints_evicted_total")
-           .Help("Endpoints dropped from the table (idle eviction or a full "
-                 "table), since the server started.")
-           .Register(registry)
-           .Add({});
+      &RegisterFamily<MetricId::kEndpointsEvicted>(registry).Add({});
+}
 
-  auto& reloads = prometheus::BuildCounter()
-                      .Name("stagger_config_reloads_total")
-                      .Help("Configuration reloads by result (success|failure);"
-                            " a failed reload keeps the old configuration.")
-                      .Register(registry);
-  reload_success_ = &reloads.Add({{"result", "success"}});
-  reload_failure_ = &reloads.Add({{"result", "failure"}});
-  BuildStateFamilies(registry);
+// The state file: load failures, endpoints restored, saves.
+void ServerMetrics::RegisterStateSeries(prometheus::Registry& registry) {
+  state_load_failures_ =
+      AddPerValue(RegisterFamily<MetricId::kStateLoadFailures>(registry),
+                  MetricId::kStateLoadFailures);
+  state_restored_ =
+      &RegisterFamily<MetricId::kStateEndpointsRestored>(registry).Add({});
+  state_saves_ = AddPerValue(RegisterFamily<MetricId::kStateSaves>(registry),
+                             MetricId::kStateSaves);
+  state_last_save_ =
+      &RegisterFamily<MetricId::kStateLastSaveTimestamp>(registry).Add({});
+}
 
-  auto& rpc = prometheus::BuildHistogram()
-                  .Name("stagger_rpc_duration_seconds")
-                  .Help("Server-side handling time of each RPC, in seconds, "
-                        "by method.")
-                  .Register(registry);
-  for (int m = 0; m < kNumMethods; ++m) {
-    rpc_duration_[m] =
-        &rpc.Add({{"method", kMethodNames[m]}}, RpcDurationBuckets());
-  }
-
-  auto& batch = prometheus::BuildHistogram()
-                    .Name("stagger_batch_size")
-                    .Help("Items per batch request (AdmitBatch, ReportBatch), "
-                          "in items.")
-                    .Register(registry);
-  for (Method m : {Method::kAdmitBatch, Method::kReportBatch}) {
-    const int i = static_cast<int>(m);
-    batch_size_[i] =
-        &batch.Add({{"method", kMethodNames[i]}}, BatchSizeBuckets());
-  }
+// Config reloads, RPC handling time by method, batch sizes.
+void ServerMetrics::RegisterServingSeries(prometheus::Registry& registry) {
+  reloads_ = AddPerValue(RegisterFamily<MetricId::kConfigReloads>(registry),
+                         MetricId::kConfigReloads);
+  const std::vector<prometheus::Histogram*> rpc =
+      AddPerValue(RegisterFamily<MetricId::kRpcDuration>(registry),
+                  MetricId::kRpcDuration, RpcDurationBuckets());
+  std::copy(rpc.begin(), rpc.end(), rpc_duration_.begin());  // Method order
+  const std::vector<prometheus::Histogram*> batch =
+      AddPerValue(RegisterFamily<MetricId::kBatchSize>(registry),
+                  MetricId::kBatchSize, BatchSizeBuckets());
+  batch_size_[static_cast<int>(Method::kAdmitBatch)] = batch[0];
+  batch_size_[static_cast<int>(Method::kReportBatch)] = batch[1];
 }
 
 const char* ServerMetrics::AttemptLabel(int attempt) const {
   if (attempt < kMinAttemptLabel) return "";
-  if (attempt > max_attempt_label_) return kOverflow;
-  return kAttemptNames[attempt];
+  if (attempt > max_attempt_label_) return kAttemptLabels.back();
+  return kAttemptLabels[attempt - kMinAttemptLabel];
 }
 
 void ServerMetrics::RecordDecision(Call call, const engine::Decision& d) {
@@ -280,45 +225,14 @@ void ServerMetrics::RecordMisrouted(int requests) {
 }
 
 void ServerMetrics::RecordConfigReload(bool ok) {
-  (ok ? reload_success_ : reload_failure_)->Increment();
-}
-
-void ServerMetrics::BuildStateFamilies(prometheus::Registry& registry) {
-  auto& failures =
-      prometheus::BuildCounter()
-          .Name("stagger_state_load_failures_total")
-          .Help("State file (--state_file) not loaded at start, by reason; "
-                "the server started with fresh state.")
-          .Register(registry);
-  for (size_t i = 0; i < kStateLoadFailureReasons.size(); ++i) {
-    state_load_failures_[i] =
-        &failures.Add({{"reason", kStateLoadFailureReasons[i]}});
-  }
-  state_restored_ =
-      &prometheus::BuildGauge()
-           .Name("stagger_state_endpoints_restored")
-           .Help("Endpoints restored from the state file at start.")
-           .Register(registry)
-           .Add({});
-  auto& saves = prometheus::BuildCounter()
-                    .Name("stagger_state_saves_total")
-                    .Help("State file snapshots written, by result "
-                          "(success|failure).")
-                    .Register(registry);
-  state_save_success_ = &saves.Add({{"result", "success"}});
-  state_save_failure_ = &saves.Add({{"result", "failure"}});
-  state_last_save_ =
-      &prometheus::BuildGauge()
-           .Name("stagger_state_last_save_timestamp_seconds")
-           .Help("Unix time of the last state file snapshot written; 0 if "
-                 "none yet.")
-           .Register(registry)
-           .Add({});
+  reloads_[ok ? 0 : 1]->Increment();
 }
 
 void ServerMetrics::RecordStateLoadFailure(absl::string_view reason) {
   for (size_t i = 0; i < kStateLoadFailureReasons.size(); ++i) {
-    if (reason == kStateLoadFailureReasons[i]) state_load_failures_[i]->Increment();
+    if (reason == kStateLoadFailureReasons[i]) {
+      state_load_failures_[i]->Increment();
+    }
   }
 }
 
@@ -327,7 +241,7 @@ void ServerMetrics::RecordStateRestored(int64_t endpoints) {
 }
 
 void ServerMetrics::RecordStateSave(bool ok, absl::Time at) {
-  (ok ? state_save_success_ : state_save_failure_)->Increment();
+  state_saves_[ok ? 0 : 1]->Increment();
   if (ok) state_last_save_->Set(absl::ToDoubleSeconds(at - absl::UnixEpoch()));
 }
 

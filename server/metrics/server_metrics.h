@@ -11,26 +11,14 @@
 // engine::Engine::Stats() when refreshed, i.e. just before each scrape (see
 // MetricsExposer, which calls RefreshEngineStats()).
 //
-// Series (all prefixed stagger_, base units; see README "Observability"):
-//   decisions_total{call,verdict,reason}     counter, every (call, verdict,
-//                                            reason) combination pre-created
-//   retry_delay_seconds{attempt}             histogram, attempt "2".."K",
-//                                            "overflow"
-//   retry_after_total, retry_after_clamped_total, budget_refusals_total
-//   untracked_decisions_total                counter (endpoint table full)
-//   pace_cuts_total                          counter (learned pace cut)
-//   breaker_transitions_total{from,to}       counter, the 6 real transitions
-//   endpoints{breaker_state}, endpoints_tracked        gauges (engine stats)
-//   endpoints_evicted_total                  counter (engine stats)
-//   config_reloads_total{result}             counter, success|failure
-//   state_load_failures_total{reason}        counter, the state file at start:
-//                                            missing|unreadable|truncated|
-//                                            corrupt|incompatible_version
-//   state_endpoints_restored                 gauge, restored at start
-//   state_saves_total{result}                counter, success|failure
-//   state_last_save_timestamp_seconds        gauge, Unix time (0: none yet)
-//   rpc_duration_seconds{method}             histogram, 6 methods
-//   batch_size{method}                       histogram, AdmitBatch|ReportBatch
+// Which families exist (names, types, labels with their fixed value sets,
+// help text) is the metric catalog's to say (metric_catalog.h, the
+// Registrar::kServerMetrics entries); this class builds them from it, every
+// series of every label value up front (so rate() sees the first increment
+// of a rare one), and counts. Two exceptions, both fixed at construction:
+// stagger_retry_delay_seconds has attempts 2..K and "overflow" only (K from
+// the constructor), and stagger_breaker_transitions_total only the 6 real
+// transitions. README "Observability" explains each metric.
 //
 // Thread-safety: every method may be called concurrently from any thread once
 // the object is constructed. The registry must outlive this object.
@@ -55,6 +43,7 @@
 #include "server/engine/decision.h"
 #include "server/engine/engine.h"
 #include "server/engine/engine_config.h"
+#include "server/metrics/metric_catalog.h"
 
 namespace stagger::metrics {
 
@@ -74,8 +63,8 @@ class ServerMetrics {
 
   // Bounds of the attempt label of stagger_retry_delay_seconds. A retry
   // delay is always for attempt >= 2 (attempt 1 is the first send).
-  static constexpr int kMinAttemptLabel = 2;
-  static constexpr int kMaxAttemptLabel = 20;
+  static constexpr int kMinAttemptLabel = metrics::kMinAttemptLabel;
+  static constexpr int kMaxAttemptLabel = metrics::kMaxAttemptLabel;
 
   // Bucket upper bounds, seconds / items. Exposed for tests and dashboards.
   // Retry delay: 1 ms .. 60 s, dense enough above 1 s that full jitter's
@@ -134,9 +123,9 @@ class ServerMetrics {
   void RecordConfigReload(bool ok);
 
   // The state file (--state_file, server/state/). The reasons a load fails
-  // (state::LoadOutcomeName of every outcome but "loaded").
-  static constexpr std::array<const char*, 5> kStateLoadFailureReasons = {
-      "missing", "unreadable", "truncated", "corrupt", "incompatible_version"};
+  // (state::LoadOutcomeName of every outcome but "loaded"): the catalog's.
+  static constexpr const auto& kStateLoadFailureReasons =
+      kStateLoadFailureLabels;
   // stagger_state_load_failures_total{reason}; a reason outside
   // kStateLoadFailureReasons is not counted.
   void RecordStateLoadFailure(absl::string_view reason);
@@ -162,7 +151,12 @@ class ServerMetrics {
   void RefreshEngineStats();
 
  private:
-  void BuildStateFamilies(prometheus::Registry& registry);
+  // The constructor's steps: every family and series, from the catalog.
+  void RegisterDecisionSeries(prometheus::Registry& registry);
+  void RegisterRetrySeries(prometheus::Registry& registry);
+  void RegisterEndpointSeries(prometheus::Registry& registry);
+  void RegisterStateSeries(prometheus::Registry& registry);
+  void RegisterServingSeries(prometheus::Registry& registry);
 
   static constexpr int kMaxVerdict = 4;  // engine::Verdict::kDone
   static constexpr int kNumStates = engine::kNumBreakerStates;
@@ -189,13 +183,12 @@ class ServerMetrics {
   std::array<prometheus::Gauge*, kNumStates + 1> endpoints_by_state_{};
   prometheus::Gauge* endpoints_tracked_ = nullptr;
   prometheus::Counter* endpoints_evicted_ = nullptr;
-  prometheus::Counter* reload_success_ = nullptr;
-  prometheus::Counter* reload_failure_ = nullptr;
-  std::array<prometheus::Counter*, kStateLoadFailureReasons.size()>
-      state_load_failures_{};
+  // [0] success, [1] failure (kResultLabels).
+  std::vector<prometheus::Counter*> reloads_;
+  // Parallel to kStateLoadFailureReasons.
+  std::vector<prometheus::Counter*> state_load_failures_;
   prometheus::Gauge* state_restored_ = nullptr;
-  prometheus::Counter* state_save_success_ = nullptr;
-  prometheus::Counter* state_save_failure_ = nullptr;
+  std::vector<prometheus::Counter*> state_saves_;  // [0] success, [1] failure
   prometheus::Gauge* state_last_save_ = nullptr;
   std::array<prometheus::Histogram*, kNumMethods> rpc_duration_{};
   std::array<prometheus::Histogram*, kNumMethods> batch_size_{};  // 2 set

@@ -1,20 +1,33 @@
+// SecurityMetrics: families from the metric catalog, the service label of a
+// method path. See security_metrics.h for the contract.
 #include "server/security/security_metrics.h"
 
-#include "absl/strings/match.h"
+#include <string_view>
+
+#include "server/metrics/metric_registration.h"
 
 namespace stagger::security {
 namespace {
 
-constexpr const char* kServices[SecurityMetrics::kNumServices] = {
-    "stagger.v1.RetryCoordinator", "stagger.v1.Admin",
-    "grpc.health.v1.Health", "other"};
-constexpr const char* kCauses[2] = {"deny_rule", "no_allow_rule"};
-constexpr const char* kActions[SecurityMetrics::kNumAdminActions] = {
-    "pause", "resume", "reset", "force_breaker"};
+using metrics::CatalogLabels;
+using metrics::MetricId;
+using metrics::RegisterFamily;
 
+static_assert(static_cast<int>(SecurityMetrics::DenyCause::kNoAllowRule) + 1 ==
+                  static_cast<int>(metrics::kDenyCauseLabels.size()),
+              "DenyCause follows kDenyCauseLabels");
+static_assert(static_cast<int>(SecurityMetrics::AdminAction::kForceBreaker) +
+                      1 ==
+                  SecurityMetrics::kNumAdminActions,
+              "AdminAction follows kAdminActionLabels");
+static_assert(std::string_view(metrics::kResultLabels[0]) == "success",
+              "reloads_ indexes success as 0, failure as 1");
+
+// The index in kAuthzServiceLabels of the service `path` calls; the last
+// ("other") for any other path.
 int ServiceIndex(absl::string_view path) {
   for (int i = 0; i < SecurityMetrics::kNumServices - 1; ++i) {
-    const absl::string_view s = kServices[i];
+    const absl::string_view s = metrics::kAuthzServiceLabels[i];
     if (path.size() > s.size() + 2 && path[0] == '/' &&
         path.substr(1, s.size()) == s && path[s.size() + 1] == '/') {
       return i;
@@ -26,36 +39,24 @@ int ServiceIndex(absl::string_view path) {
 }  // namespace
 
 SecurityMetrics::SecurityMetrics(prometheus::Registry& registry) {
-  auto& denied = prometheus::BuildCounter()
-                     .Name("stagger_authz_denied_total")
-                     .Help("Calls refused by the authorization policy "
-                           "(PERMISSION_DENIED), by service and cause")
-                     .Register(registry);
+  auto& denied = RegisterFamily<MetricId::kAuthzDenied>(registry);
   for (int s = 0; s < kNumServices; ++s) {
-    for (int c = 0; c < 2; ++c) {
-      denied_[s][c] = &denied.Add({{"service", kServices[s]},
-                                   {"cause", kCauses[c]}});
+    for (int c = 0; c < kNumCauses; ++c) {
+      denied_[s][c] = &denied.Add(CatalogLabels(
+          MetricId::kAuthzDenied, {metrics::kAuthzServiceLabels[s],
+                                   metrics::kDenyCauseLabels[c]}));
     }
   }
-  auto& reloads = prometheus::BuildCounter()
-                      .Name("stagger_authz_policy_reloads_total")
-                      .Help("Authorization policy reloads by result; a "
-                            "failure keeps the policy in force")
-                      .Register(registry);
-  reload_ok_ = &reloads.Add({{"result", "success"}});
-  reload_failed_ = &reloads.Add({{"result", "failure"}});
-  auto& admin = prometheus::BuildCounter()
-                    .Name("stagger_admin_actions_total")
-                    .Help("Operator actions through stagger.v1.Admin that "
-                          "changed state, by action")
-                    .Register(registry);
-  for (int a = 0; a < kNumAdminActions; ++a) {
-    admin_[a] = &admin.Add({{"action", kActions[a]}});
-  }
+  reloads_ = metrics::AddPerValue(
+      RegisterFamily<MetricId::kAuthzPolicyReloads>(registry),
+      MetricId::kAuthzPolicyReloads);
+  admin_ = metrics::AddPerValue(
+      RegisterFamily<MetricId::kAdminActions>(registry),
+      MetricId::kAdminActions);
 }
 
 const char* SecurityMetrics::ServiceLabel(absl::string_view path) {
-  return kServices[ServiceIndex(path)];
+  return metrics::kAuthzServiceLabels[ServiceIndex(path)];
 }
 
 void SecurityMetrics::RecordDenied(absl::string_view path, DenyCause cause) {
@@ -63,7 +64,7 @@ void SecurityMetrics::RecordDenied(absl::string_view path, DenyCause cause) {
 }
 
 void SecurityMetrics::RecordPolicyReload(bool ok) {
-  (ok ? reload_ok_ : reload_failed_)->Increment();
+  reloads_[ok ? 0 : 1]->Increment();
 }
 
 void SecurityMetrics::RecordAdminAction(AdminAction action) {

@@ -1,25 +1,27 @@
-// SecurityMetrics: the Prometheus series of staggerd's security layer.
-// Built once for fixed label sets; label values never come from a request
-// (no endpoint key, no principal, no path: a method path outside the
-// known services is counted as "other").
+// SecurityMetrics: the Prometheus series of staggerd's security layer,
+// declared in the metric catalog (server/metrics/metric_catalog.h, the
+// Registrar::kSecurityMetrics entries) and built from it once, every label
+// value up front. Label values never come from a request (no endpoint key,
+// no principal, no path: a method path outside the known services is
+// counted as "other"):
 //
-//   stagger_authz_denied_total{service,cause}  counter: calls refused with
-//       PERMISSION_DENIED. service = stagger.v1.RetryCoordinator |
-//       stagger.v1.Admin | grpc.health.v1.Health | other; cause =
-//       deny_rule | no_allow_rule
-//   stagger_authz_policy_reloads_total{result} counter: success | failure
-//   stagger_admin_actions_total{action}        counter: pause | resume |
-//       reset | force_breaker (operator actions that changed state)
+//   stagger_authz_denied_total{service,cause}  calls refused with
+//       PERMISSION_DENIED
+//   stagger_authz_policy_reloads_total{result} policy reloads
+//   stagger_admin_actions_total{action}        operator actions through
+//       stagger.v1.Admin that changed state
 //
 // Thread-safe. The registry must outlive the object.
 #ifndef STAGGER_SERVER_SECURITY_SECURITY_METRICS_H_
 #define STAGGER_SERVER_SECURITY_SECURITY_METRICS_H_
 
 #include <array>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
+#include "server/metrics/metric_catalog.h"
 
 namespace stagger::security {
 
@@ -27,8 +29,11 @@ class SecurityMetrics {
  public:
   enum class DenyCause { kDenyRule = 0, kNoAllowRule = 1 };
   enum class AdminAction { kPause = 0, kResume, kReset, kForceBreaker };
-  static constexpr int kNumServices = 4;
-  static constexpr int kNumAdminActions = 4;
+  // Parallel to the catalog's kAuthzServiceLabels and kAdminActionLabels.
+  static constexpr int kNumServices =
+      static_cast<int>(metrics::kAuthzServiceLabels.size());
+  static constexpr int kNumAdminActions =
+      static_cast<int>(metrics::kAdminActionLabels.size());
 
   explicit SecurityMetrics(prometheus::Registry& registry);
 
@@ -41,10 +46,12 @@ class SecurityMetrics {
   static const char* ServiceLabel(absl::string_view path);
 
  private:
-  std::array<std::array<prometheus::Counter*, 2>, kNumServices> denied_{};
-  prometheus::Counter* reload_ok_ = nullptr;
-  prometheus::Counter* reload_failed_ = nullptr;
-  std::array<prometheus::Counter*, kNumAdminActions> admin_{};
+  static constexpr int kNumCauses =
+      static_cast<int>(metrics::kDenyCauseLabels.size());
+  std::array<std::array<prometheus::Counter*, kNumCauses>, kNumServices>
+      denied_{};
+  std::vector<prometheus::Counter*> reloads_;  // [0] success, [1] failure
+  std::vector<prometheus::Counter*> admin_;    // by AdminAction
 };
 
 }  // namespace stagger::security

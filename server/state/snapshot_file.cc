@@ -22,6 +22,7 @@ constexpr size_t kBufferBytes = size_t{1} << 20;
 // Snapshot's fields (snapshot.proto), as wire-format tags.
 constexpr uint32_t kWrittenField = 1;
 constexpr uint32_t kWriterField = 2;
+constexpr uint32_t kPausesField = 14;
 constexpr uint32_t kEndpointsField = 15;
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
 
@@ -234,12 +235,15 @@ std::optional<LoadResult> CheckCrc(int fd, const Frame& frame,
 // One pass over the payload's fields. With `sink` null it only checks that
 // everything parses. Fills `result` (outcome kLoaded) or the failure.
 void ParsePayload(int fd, const Frame& frame, const std::string& path,
-                  const RecordSink* sink, LoadResult* result) {
+                  const RecordSink* sink, const PauseSink* pause_sink,
+                  LoadResult* result) {
   PayloadReader in(fd, kSnapshotHeaderBytes,
                    kSnapshotHeaderBytes + frame.payload_bytes);
   v1::state::Endpoint record;
+  v1::state::Pause pause;
   std::string bytes;
   int64_t records = 0;
+  int64_t pauses = 0;
   auto fail = [&](const std::string& what) {
     *result = in.io_error()
                   ? Outcome(LoadOutcome::kUnreadable, path,
@@ -265,26 +269,32 @@ void ParsePayload(int fd, const Frame& frame, const std::string& path,
         return fail(absl::StrCat("a field of ", value, " bytes, over the ",
                                  kMaxRecordBytes, "-byte limit"));
       }
-      if (field != kEndpointsField && field != kWriterField) {
+      if (field != kEndpointsField && field != kPausesField &&
+          field != kWriterField) {
         if (!in.Skip(value)) return fail("cut field");
         continue;
       }
       if (!in.ReadBytes(value, &bytes)) return fail("cut field");
       if (field == kWriterField) {
         result->writer = bytes;
-        continue;
+      } else if (field == kPausesField) {
+        if (!pause.ParseFromString(bytes)) return fail("unparsable pause");
+        ++pauses;
+        if (pause_sink != nullptr) (*pause_sink)(pause);
+      } else {
+        if (!record.ParseFromString(bytes)) return fail("unparsable endpoint");
+        ++records;
+        if (sink != nullptr) (*sink)(record);
       }
-      if (!record.ParseFromString(bytes)) return fail("unparsable endpoint");
-      ++records;
-      if (sink != nullptr) (*sink)(record);
     } else {
       return fail(absl::StrCat("wire type ", wire, " of field ", field));
     }
   }
   result->outcome = LoadOutcome::kLoaded;
   result->records = records;
+  result->pauses = pauses;
   result->message = absl::StrCat("state file ", path, ": ", records,
-                                 " endpoint records");
+                                 " endpoint records, ", pauses, " pauses");
 }
 
 }  // namespace
@@ -302,6 +312,11 @@ const char* LoadOutcomeName(LoadOutcome o) {
 }
 
 LoadResult LoadSnapshot(const std::string& path, RecordSink sink) {
+  return LoadSnapshot(path, sink, [](const v1::state::Pause&) {});
+}
+
+LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
+                        PauseSink pause_sink) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -325,10 +340,10 @@ LoadResult LoadSnapshot(const std::string& path, RecordSink sink) {
   if (auto bad = CheckFrame(fd, st.st_size, path, &frame)) return *bad;
   if (auto bad = CheckCrc(fd, frame, path)) return *bad;
   LoadResult checked;
-  ParsePayload(fd, frame, path, nullptr, &checked);
+  ParsePayload(fd, frame, path, nullptr, nullptr, &checked);
   if (checked.outcome != LoadOutcome::kLoaded) return checked;
   LoadResult result;
-  ParsePayload(fd, frame, path, &sink, &result);
+  ParsePayload(fd, frame, path, &sink, &pause_sink, &result);
   return result;
 }
 
@@ -377,16 +392,27 @@ absl::Status SnapshotWriter::Payload(const std::string& bytes) {
   return buffer_.size() >= kBufferBytes ? Flush() : absl::OkStatus();
 }
 
-absl::Status SnapshotWriter::Add(const v1::state::Endpoint& record) {
+absl::Status SnapshotWriter::AddField(
+    uint32_t field, const google::protobuf::MessageLite& message) {
   if (fd_ < 0) return absl::FailedPreconditionError("snapshot already ended");
   scratch_.clear();
-  PutVarint(&scratch_, kEndpointsField << 3 | kLengthDelimited);
-  PutVarint(&scratch_, record.ByteSizeLong());
-  if (!record.AppendToString(&scratch_)) {
-    return absl::InternalError("cannot serialise an endpoint record");
+  PutVarint(&scratch_, field << 3 | kLengthDelimited);
+  PutVarint(&scratch_, message.ByteSizeLong());
+  if (!message.AppendToString(&scratch_)) {
+    return absl::InternalError(
+        absl::StrCat("cannot serialise a ", message.GetTypeName()));
   }
-  ++records_;
   return Payload(scratch_);
+}
+
+absl::Status SnapshotWriter::Add(const v1::state::Endpoint& record) {
+  absl::Status s = AddField(kEndpointsField, record);
+  if (s.ok()) ++records_;
+  return s;
+}
+
+absl::Status SnapshotWriter::AddPause(const v1::state::Pause& pause) {
+  return AddField(kPausesField, pause);
 }
 
 absl::Status SnapshotWriter::Flush() {

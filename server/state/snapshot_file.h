@@ -17,8 +17,9 @@
 // Memory is bounded by one record and a 1 MiB buffer, not by the file: a
 // snapshot of a million endpoints is streamed both ways.
 //
-// Limits: one record (an endpoint) at most kMaxRecordBytes (a key is at most
-// 4096 bytes, a record under 5 KiB); a bigger one makes the file corrupt.
+// Limits: one record (an endpoint or a pause) at most kMaxRecordBytes (a key
+// is at most 4096 bytes, a record under 5 KiB); a bigger one makes the file
+// corrupt.
 #ifndef STAGGER_SERVER_STATE_SNAPSHOT_FILE_H_
 #define STAGGER_SERVER_STATE_SNAPSHOT_FILE_H_
 
@@ -56,13 +57,18 @@ struct LoadResult {
   std::string message;  // for the log: the file and what was wrong
   int64_t written_unix_nanos = 0;
   std::string writer;
-  int64_t records = 0;  // records delivered (kLoaded only)
+  int64_t records = 0;  // endpoint records delivered (kLoaded only)
+  int64_t pauses = 0;   // pauses delivered (kLoaded only)
 };
 
 using RecordSink = absl::FunctionRef<void(const v1::state::Endpoint&)>;
+using PauseSink = absl::FunctionRef<void(const v1::state::Pause&)>;
 
-// Reads the snapshot at `path`; calls `sink` once per record only if the
-// outcome is kLoaded.
+// Reads the snapshot at `path`; calls `pause_sink` once per pause and `sink`
+// once per endpoint record, in file order, only if the outcome is kLoaded.
+LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
+                        PauseSink pause_sink);
+// The same, skipping the pauses.
 LoadResult LoadSnapshot(const std::string& path, RecordSink sink);
 
 class SnapshotWriter {
@@ -78,6 +84,7 @@ class SnapshotWriter {
   SnapshotWriter& operator=(const SnapshotWriter&) = delete;
 
   absl::Status Add(const v1::state::Endpoint& record);
+  absl::Status AddPause(const v1::state::Pause& pause);
   // Trailer, fsync, rename over `path`, fsync of the directory. The writer
   // is spent afterwards, whatever the result.
   absl::Status Commit();
@@ -88,6 +95,8 @@ class SnapshotWriter {
   SnapshotWriter(std::string path, std::string tmp_path, int fd);
   // Appends payload bytes (counted in the CRC).
   absl::Status Payload(const std::string& bytes);
+  // Appends `message` as field `field` of the Snapshot.
+  absl::Status AddField(uint32_t field, const google::protobuf::MessageLite& message);
   absl::Status Flush();
   absl::Status Fail(const std::string& step, int err);
 

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "server/state/state_record.h"
@@ -45,11 +46,13 @@ StateKeeper::LoadSummary StateKeeper::Load() {
     summary.import.skipped += s.skipped;
     batch.clear();
   };
-  const LoadResult r =
-      LoadSnapshot(options_.path, [&](const v1::state::Endpoint& e) {
+  const LoadResult r = LoadSnapshot(
+      options_.path,
+      [&](const v1::state::Endpoint& e) {
         batch.push_back(FromProto(e));
         if (batch.size() == kImportBatch) flush();
-      });
+      },
+      [&](const v1::state::Pause& p) { RestorePause(p, &summary); });
   if (!batch.empty()) flush();
   summary.outcome = r.outcome;
   if (r.outcome != LoadOutcome::kLoaded) {
@@ -64,11 +67,30 @@ StateKeeper::LoadSummary StateKeeper::Load() {
       " ago by \"", r.writer, "\": restored ", summary.import.restored,
       ", dropped ", summary.import.stale, " idle past the eviction age, ",
       summary.import.rejected, " with keys now invalid, ",
-      summary.import.skipped, " already tracked or over max_endpoints, in ",
+      summary.import.skipped, " already tracked or over max_endpoints; ",
+      summary.pauses_restored, " pauses restored, ", summary.pauses_ended,
+      " ended meanwhile, ", summary.pauses_refused, " refused; in ",
       absl::FormatDuration(
           absl::Trunc(clock_->Now() - started, absl::Milliseconds(1)))));
   CountLoad(r.outcome, summary.import.restored);
   return summary;
+}
+
+void StateKeeper::RestorePause(const v1::state::Pause& proto,
+                               LoadSummary* summary) {
+  const absl::Status s =
+      engine_->pauses().Restore(FromProto(proto), clock_->Now());
+  if (s.ok()) {
+    ++summary->pauses_restored;
+  } else if (absl::IsFailedPrecondition(s)) {
+    ++summary->pauses_ended;
+  } else {
+    ++summary->pauses_refused;
+    options_.log(absl::StrCat("state file ", options_.path, ": the pause of ",
+                              proto.prefix() ? "prefix \"" : "endpoint \"",
+                              absl::CEscape(proto.target().substr(0, 200)),
+                              "\" is not restored: ", s.message()));
+  }
 }
 
 absl::Status StateKeeper::SaveNow() {
@@ -82,6 +104,11 @@ absl::Status StateKeeper::SaveNow() {
   if (!writer.ok()) {
     status = writer.status();
   } else {
+    v1::state::Pause pause;
+    for (const engine::Pause& p : engine_->pauses().List(now)) {
+      ToProto(p, &pause);
+      if (status.ok()) status = (*writer)->AddPause(pause);
+    }
     v1::state::Endpoint proto;
     engine_->ExportState([&](absl::Span<const engine::EndpointRecord> part) {
       for (const engine::EndpointRecord& r : part) {

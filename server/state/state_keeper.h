@@ -1,5 +1,5 @@
 // StateKeeper: staggerd's --state_file. Load() restores the engine's
-// endpoint state from the snapshot at start; Start() saves a new snapshot
+// endpoint state and the operators' pauses from the snapshot at start; Start() saves a new snapshot
 // every save_interval on its own thread; Stop() (on drain, once the server
 // has stopped answering) ends that thread and saves one last time.
 //
@@ -8,7 +8,8 @@
 // counted (stagger_state_load_failures_total{reason}), and the engine
 // starts fresh.
 // Records older than limits.idle_eviction are dropped by the engine's
-// import, as the running engine would have evicted them. A failed save is
+// import, as the running engine would have evicted them; pauses that have
+// ended by then are dropped too. A failed save is
 // logged and counted (stagger_state_saves_total) and leaves the previous snapshot in place
 // (snapshot_file.h writes atomically); the next period tries again.
 //
@@ -50,6 +51,11 @@ class StateKeeper {
   struct LoadSummary {
     LoadOutcome outcome = LoadOutcome::kMissing;
     engine::ImportStats import;
+    // Operators' pauses: put back, ended by load time, refused (a limit of
+    // engine::PauseTable; each refusal is logged).
+    int64_t pauses_restored = 0;
+    int64_t pauses_ended = 0;
+    int64_t pauses_refused = 0;
   };
 
   // `engine`, `clock` and options.metrics must outlive the keeper.
@@ -70,6 +76,7 @@ class StateKeeper {
   void Loop();
   void EndThread();
   void CountLoad(LoadOutcome outcome, int64_t restored);
+  void RestorePause(const v1::state::Pause& proto, LoadSummary* summary);
 
   engine::Engine* engine_;
   const engine::Clock* clock_;

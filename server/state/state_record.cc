@@ -145,4 +145,28 @@ engine::EndpointRecord FromProto(const v1::state::Endpoint& in) {
   return r;
 }
 
+void ToProto(const engine::Pause& in, v1::state::Pause* out) {
+  out->Clear();
+  out->set_target(in.target);
+  out->set_prefix(in.prefix);
+  out->set_since_unix_nanos(absl::ToUnixNanos(in.since));
+  out->set_until_unix_nanos(absl::ToUnixNanos(in.until));
+  out->set_reason(in.reason);
+  out->set_paused_by(in.paused_by);
+}
+
+engine::Pause FromProto(const v1::state::Pause& in) {
+  auto instant = [](int64_t unix_nanos) {
+    return unix_nanos == 0 ? absl::InfinitePast() : absl::FromUnixNanos(unix_nanos);
+  };
+  engine::Pause p;
+  p.target = in.target();
+  p.prefix = in.prefix();
+  p.since = instant(in.since_unix_nanos());
+  p.until = instant(in.until_unix_nanos());
+  p.reason = in.reason();
+  p.paused_by = in.paused_by();
+  return p;
+}
+
 }  // namespace stagger::state

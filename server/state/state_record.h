@@ -1,5 +1,6 @@
 // StateRecord: an engine::EndpointRecord (server/engine/endpoint_record.h)
-// to and from its wire form, stagger.v1.state.Endpoint
+// to and from its wire form, stagger.v1.state.Endpoint, and an operator's
+// engine::Pause to and from stagger.v1.state.Pause
 // (proto/stagger/v1/snapshot.proto). Field for field; instants stay
 // absolute Unix time. Reading is lenient where the engine clamps anyway
 // (an unknown breaker state or pace phase reads as the default); it never
@@ -8,6 +9,7 @@
 #define STAGGER_SERVER_STATE_STATE_RECORD_H_
 
 #include "server/engine/endpoint_record.h"
+#include "server/engine/pause_table.h"
 #include "stagger/v1/snapshot.pb.h"
 
 namespace stagger::state {
@@ -15,6 +17,11 @@ namespace stagger::state {
 // Overwrites `out` (reusing its allocations).
 void ToProto(const engine::EndpointRecord& in, v1::state::Endpoint* out);
 engine::EndpointRecord FromProto(const v1::state::Endpoint& in);
+
+// An operator's pause; its instants as Unix nanoseconds (0 reads as
+// InfinitePast, a pause that has ended).
+void ToProto(const engine::Pause& in, v1::state::Pause* out);
+engine::Pause FromProto(const v1::state::Pause& in);
 
 }  // namespace stagger::state
 

@@ -2,32 +2,45 @@
 # staggerctl against a real plaintext staggerd on a free loopback port: the
 # table and --json outputs, pause/resume/reset, and every exit code
 # (commands.h): 0 done, 2 bad usage (unknown flag or command, bad value,
-# missing operand), 3 unreachable, 5 not found, 6 invalid argument.
+# missing operand), 3 unreachable, 5 not found, 6 invalid argument; and
+# --address A,B against two staggerds (each command on both, exit codes
+# combined as fan_out.h says).
 #   staggerctl_test.sh STAGGERD STAGGERCTL
 set -uo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 STAGGERD STAGGERCTL" >&2; exit 2; }
 staggerd=$1
 ctl_bin=$2
 err=$(mktemp)
-"$staggerd" --address=127.0.0.1:0 --metrics_address= 2>"$err" &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$err"' EXIT
-port=
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$err" | head -n1)
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "staggerd exited:"; cat "$err"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "staggerd did not report a port"; exit 1; }
+err2=$(mktemp)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -f "$err" "$err2"' EXIT
+# start_staggerd LOG: starts a plaintext staggerd logging to LOG; sets
+# `started_pid` and `started_port`.
+start_staggerd() {
+  "$staggerd" --address=127.0.0.1:0 --metrics_address= 2>"$1" &
+  started_pid=$!
+  pids+=("$started_pid")
+  started_port=
+  for _ in $(seq 1 300); do
+    started_port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" | head -n1)
+    [ -n "$started_port" ] && return 0
+    kill -0 "$started_pid" 2>/dev/null || { echo "staggerd exited:"; cat "$1"; exit 1; }
+    sleep 0.1
+  done
+  echo "staggerd did not report a port"; exit 1
+}
+start_staggerd "$err"; pid=$started_pid; port=$started_port
+start_staggerd "$err2"; port2=$started_port
 
 fail=0
-# expect CODE PATTERN -- ARGS...: runs staggerctl, checks exit code and output.
+# [addr=A,B] expect CODE PATTERN -- ARGS...: runs staggerctl (at `addr`,
+# default the first staggerd), checks exit code and output.
 expect() {
   local want=$1 pattern=$2; shift 3
   local out code
-  out=$("$ctl_bin" --address="127.0.0.1:$port" "$@" 2>&1); code=$?
-  if [ "$code" != "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+  out=$("$ctl_bin" --address="${addr:-127.0.0.1:$port}" "$@" 2>&1); code=$?
+  # The output as one line, so a pattern can span lines.
+  if [ "$code" != "$want" ] || ! tr '\n' ' ' <<<"$out" | grep -qE -- "$pattern"; then
     echo "FAIL: staggerctl $* -> exit $code (want $want), output:"; echo "$out"
     echo "  (wanted /$pattern/)"; fail=1
   else
@@ -54,6 +67,16 @@ expect 2 '--reason TEXT is required' -- pause "$key" --for 1m
 expect 2 'expected OPEN, HALF_OPEN, CLOSED or PAUSED' -- list --state=SHUT
 expect 2 'need --tls_ca_file' -- --tls_cert_file=/nonexistent status
 expect 0 'Exit codes' -- --help
+# Two replicas: --address A,B runs the command on each, in order.
+p=https://partner.example/
+addr="127.0.0.1:$port,127.0.0.1:$port2" expect 0 "== 127.0.0.1:$port ==.*paused.*== 127.0.0.1:$port2 ==" -- pause --prefix "$p" --for 10m --reason maint
+addr="127.0.0.1:$port2" expect 0 'pauses in force +1' -- status
+addr="127.0.0.1:$port,127.0.0.1:$port2" expect 0 "== 127.0.0.1:$port == resumed .*== 127.0.0.1:$port2 == resumed " -- resume --prefix "$p"
+addr="127.0.0.1:$port,127.0.0.1:$port2" expect 5 'no pause in force' -- resume --prefix "$p"
+# NOT_FOUND where another replica succeeded is success (a pause on some).
+addr="127.0.0.1:$port2" expect 0 'paused' -- pause --prefix "$p" --for 10m --reason maint
+addr="127.0.0.1:$port,127.0.0.1:$port2" expect 0 'no pause in force' -- resume --prefix "$p"
+addr="127.0.0.1:$port, ,127.0.0.1:$port2" expect 2 'an empty address' -- status
 # Unreachable: a port nothing listens on (staggerd's own, after it stops).
 kill "$pid"; wait "$pid" 2>/dev/null
 expect 3 'UNAVAILABLE.*cannot reach staggerd' -- --timeout=2s status

@@ -2,7 +2,8 @@
 // JSON with the panels an operator needs (decisions by reason, the retry
 // delay heatmap per attempt, breakers by state, RPC p50/p99, budget
 // refusals, Retry-After); every query (panel targets and template
-// variables) selects only metrics, labels and values Stagger exports, and
+// variables) selects only metrics, labels and values in the metric catalog
+// (stagger-metric-catalog's JSON, in STAGGER_METRIC_CATALOG), and
 // parses as PromQL (promtool check rules over them as recording rules).
 // Mutated dashboards prove each check rejects what it should.
 "use strict";

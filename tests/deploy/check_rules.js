@@ -2,7 +2,9 @@
 // (registered separately): every alert has a unit test where it fires and
 // one where it must not, and those tests bite (an alert whose expression is
 // replaced by "always true" or "never true" makes promtool test rules
-// fail); every rule names only metrics Stagger exports; every alert carries
+// fail); every rule, and every input series of the rules' unit tests, names
+// only metrics, labels and values of the metric catalog (its JSON, from
+// stagger-metric-catalog, in STAGGER_METRIC_CATALOG); every alert carries
 // severity, summary and description; the operator component's
 // PrometheusRule is the current rendering of rules.yml.
 "use strict";
@@ -81,11 +83,31 @@ test("every rule references only exported metrics, labels and values", () => {
   for (const r of allRules) assert.deepEqual(checkExpr(r.expr, recorded), [], r.alert || r.record);
 });
 
+test("every input series of the rules' unit tests is a catalog series", () => {
+  const series = tests.tests.flatMap((t) => (t.input_series || []).map((i) => i.series));
+  assert.ok(series.length > 0, "rules_test.yml has no input series");
+  for (const s of series) assert.deepEqual(checkExpr(s, recorded), [], s);
+});
+
+test("the known metrics are the catalog's, read from stagger-metric-catalog's JSON", () => {
+  const { METRICS, loadCatalog } = require("./lib/metrics");
+  assert.throws(() => loadCatalog(""), /STAGGER_METRIC_CATALOG is not set/);
+  const catalog = loadCatalog();
+  assert.deepEqual(Object.keys(METRICS).filter((n) => n !== "up").sort(), Object.keys(catalog).sort());
+  assert.equal(catalog.stagger_decisions_total.type, "counter");
+  assert.ok(catalog.stagger_decisions_total.labels.reason.includes("PAUSED"));
+  assert.deepEqual(catalog.stagger_batch_size.labels.method, ["AdmitBatch", "ReportBatch"]);
+  assert.equal(catalog.stagger_authz_denied_total.exporter, "staggerd");
+  assert.equal(catalog.stagger_client_coordinator_up.exporter, "client");
+});
+
 test("the metric check rejects a misspelled metric, label or value", () => {
   assert.equal(checkExpr("rate(stagger_decision_total[5m])").length, 1);
   assert.equal(checkExpr('stagger_endpoints{state="OPEN"}').length, 1);
   assert.equal(checkExpr('stagger_endpoints{breaker_state=~"OPEN|HALFOPEN"}').length, 1);
   assert.equal(checkExpr('stagger_decisions_total{reason="BUDGET_EXHAUST"}').length, 1);
+  assert.equal(checkExpr('stagger_batch_size_count{method="Admit"}').length, 1);
+  assert.equal(checkExpr('stagger_client_coordinator_errors_total{code="OK"}').length, 1);
 });
 
 test("every alert has a firing and a not-firing unit test", () => {

@@ -14,6 +14,10 @@
 //   * A draining replica (SIGTERM with a drain grace: health NOT_SERVING,
 //     still answering) is skipped while it is still up: its keys go to
 //     their next choices before it stops.
+//   * Membership changes (a dns:/// target whose members are scripted
+//     through ClientOptions::resolve_members): a replica that joins takes
+//     only keys from the others, one that leaves gives up only its own,
+//     and every call still lands on its (new) owner.
 // Replicas are named stagger-0..2 (--replicas / --replica_name) and the
 // client is given "stagger-i=127.0.0.1:PORT,...". Every wait polls with a
 // generous deadline; the figures printed ("[figures] ...") are for the
@@ -395,6 +399,103 @@ TEST_F(ShardingTest, ADrainingReplicaIsSkippedWhileItStillAnswers) {
   const double misrouted_before = Misrouted(0) + Misrouted(1);
   EXPECT_GT(misrouted_before, 0);  // the next choices counted them
   EXPECT_EQ(servers_[victim]->WaitForExit(absl::Milliseconds(1)).ok(), false);
+}
+
+// The members a dns:/// target resolves to, set by the test.
+class ScriptedMembers {
+ public:
+  void Set(std::vector<client::Member> members) {
+    absl::MutexLock l(&mu_);
+    members_ = std::move(members);
+  }
+  client::MemberResolver Resolver() {
+    return [this](absl::string_view, absl::string_view)
+               -> absl::StatusOr<std::vector<client::Member>> {
+      absl::MutexLock l(&mu_);
+      return members_;
+    };
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<client::Member> members_;
+};
+
+TEST_F(ShardingTest, AMembershipChangeMovesOnlyTheKeysOfTheReplicaThatCameOrWent) {
+  auto members = [&](std::vector<int> ids) {
+    std::vector<client::Member> out;
+    for (int i : ids) {
+      out.push_back({Name(i), absl::StrCat("127.0.0.1:", ports_[i])});
+    }
+    return out;
+  };
+  ScriptedMembers dns;
+  dns.Set(members({0, 1}));
+  ClientOptions o;
+  o.target = "dns:///stagger-headless.test:50051";
+  o.resolve_members = dns.Resolver();
+  o.dns_refresh = absl::Milliseconds(100);
+  o.call_deadline = absl::Seconds(1);
+  auto c = CoordinatorClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  (*c)->WaitForCoordinator(absl::Seconds(10));
+
+  constexpr int kKeys = 1000;
+  std::vector<std::string> keys;
+  std::map<std::string, std::string> owner;  // key -> replica name
+  for (int k = 0; k < kKeys; ++k) {
+    keys.push_back(absl::StrCat("https://tenant-", k, ".example/hook"));
+    owner[keys.back()] = (*c)->OwnerOf(keys.back()).name;
+    ASSERT_NE(owner[keys.back()], Name(2)) << "stagger-2 is not a member yet";
+  }
+  // Every call lands on the owner the client names now.
+  auto admit_all_on_owners = [&] {
+    for (const std::string& key : keys) {
+      absl::StatusOr<ClientDecision> d = (*c)->Admit(AdmitOf(key, 1));
+      ASSERT_TRUE(d.ok()) << d.status();
+      ASSERT_EQ(d->source, DecisionSource::kCoordinator) << d->fallback_cause;
+    }
+  };
+
+  // stagger-2 joins: it takes about a third, and only from the others.
+  dns.Set(members({0, 1, 2}));
+  ASSERT_TRUE(PollUntil([&] { return (*c)->replicas().size() == 3; }));
+  std::set<std::string> joined;
+  for (const std::string& key : keys) {
+    const std::string now = (*c)->OwnerOf(key).name;
+    if (now != owner[key]) {
+      EXPECT_EQ(now, Name(2)) << key << " moved between the old members";
+      joined.insert(key);
+    }
+    owner[key] = now;
+  }
+  EXPECT_GE(joined.size(), kKeys / 5u);
+  EXPECT_LE(joined.size(), kKeys / 2u);
+  ASSERT_NO_FATAL_FAILURE(admit_all_on_owners());
+  EXPECT_EQ(Tracked(2), joined) << "stagger-2 holds exactly the keys it took";
+
+  // stagger-1 leaves: only its keys move.
+  dns.Set(members({0, 2}));
+  ASSERT_TRUE(PollUntil([&] { return (*c)->replicas().size() == 2; }));
+  int left = 0;
+  for (const std::string& key : keys) {
+    const std::string now = (*c)->OwnerOf(key).name;
+    if (owner[key] == Name(1)) {
+      EXPECT_NE(now, Name(1));
+      ++left;
+    } else {
+      EXPECT_EQ(now, owner[key]) << key << " moved though its owner stayed";
+    }
+  }
+  EXPECT_GT(left, 0);
+  ASSERT_NO_FATAL_FAILURE(admit_all_on_owners());
+  // (The replicas' --replicas lists all three throughout, so they count
+  // the client's two-member phases as misrouted: that is what the metric
+  // is for, a client and the servers disagreeing on the members.)
+  EXPECT_GT(Misrouted(0) + Misrouted(1) + Misrouted(2), 0);
+  std::printf("[figures] membership: stagger-2 joined and took %zu of %d "
+              "keys; stagger-1 left with %d\n",
+              joined.size(), kKeys, left);
 }
 
 }  // namespace

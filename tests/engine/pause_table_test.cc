@@ -118,6 +118,34 @@ TEST(PauseTableTest, RefusalsNameTheField) {
   EXPECT_TRUE(t.List(kT0).empty());
 }
 
+TEST(PauseTableTest, RestoreKeepsTheSavedInstantsAndRefusesWhatSetRefuses) {
+  PauseTable t;
+  const Pause saved{"https://a.example/hook", false, kT0 - absl::Hours(1),
+                    kT0 + absl::Hours(1), "maintenance", "alice"};
+  ASSERT_TRUE(t.Restore(saved, kT0).ok());
+  EXPECT_EQ(t.PausedUntil("https://a.example/hook", kT0), kT0 + absl::Hours(1));
+  EXPECT_EQ(t.Find("https://a.example/hook", kT0)->since, kT0 - absl::Hours(1));
+
+  Pause ended = saved;
+  ended.target = "https://b.example/hook";
+  ended.until = kT0;  // exclusive: over at kT0
+  EXPECT_EQ(t.Restore(ended, kT0).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(t.PausedUntil("https://b.example/hook", kT0), absl::InfinitePast());
+
+  Pause no_reason = saved;
+  no_reason.reason.clear();
+  EXPECT_THAT(std::string(t.Restore(no_reason, kT0).message()),
+              HasSubstr("reason: must be 1..256 bytes"));
+  Pause too_long = saved;
+  too_long.since = kT0 - absl::Hours(24 * 31);
+  EXPECT_THAT(std::string(t.Restore(too_long, kT0).message()),
+              HasSubstr("duration: must be > 0 and <= 720h"));
+  Pause no_since = saved;
+  no_since.since = absl::InfinitePast();
+  EXPECT_EQ(t.Restore(no_since, kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.List(kT0).size(), 1u);
+}
+
 TEST(PauseTableTest, AtMostMaxPausesExpiredOnesSweptFirst) {
   PauseTable t;
   for (int i = 0; i < PauseTable::kMaxPauses; ++i) {

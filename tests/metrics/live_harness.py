@@ -22,58 +22,66 @@ import urllib.request
 
 READY_RE = re.compile(r"staggerd:? listening on \S+")
 
-# The only label values any stagger_* sample may carry (the metrics rule:
-# fixed sets, never an endpoint key).
-FIXED_LABELS = {
-    "call": {"admit", "report"},
-    "verdict": {"PROCEED", "DEFER", "GIVE_UP", "DONE"},
-    "reason": {"INITIAL_JITTER", "BACKOFF", "RETRY_AFTER", "CIRCUIT_OPEN",
-               "HALF_OPEN_PROBE", "BUDGET_EXHAUSTED", "ATTEMPTS_EXHAUSTED",
-               "NOT_RETRYABLE", "DEADLINE", "SUCCEEDED", "HALF_OPEN_BUSY",
-               "RETRY_AFTER_WINDOW", "ADMITTED", "PACED",
-               "LAST_CHANCE", "PAUSED",
-               # stagger_state_load_failures_total's reasons
-               "missing", "unreadable", "truncated", "corrupt",
-               "incompatible_version"},
-    "from": {"CLOSED", "OPEN", "HALF_OPEN"},
-    "to": {"CLOSED", "OPEN", "HALF_OPEN"},
-    "breaker_state": {"CLOSED", "OPEN", "HALF_OPEN"},
-    "method": {"Admit", "Report", "AdmitBatch", "ReportBatch", "GetEndpoint",
-               "ListEndpoints"},
-    "result": {"success", "failure"},
-    "attempt": {str(a) for a in range(2, 21)} | {"overflow"},
-    # Security series (server/security/security_metrics.h).
-    "service": {"stagger.v1.RetryCoordinator", "stagger.v1.Admin",
-                "grpc.health.v1.Health", "other"},
-    "cause": {"deny_rule", "no_allow_rule"},
-    "action": {"pause", "resume", "reset", "force_breaker"},
-}
+def load_catalog(tool, exporter="staggerd"):
+    """The metric catalog (server/metrics/metric_catalog.h), as printed by
+    stagger-metric-catalog: {name: {"type", "help", "labels": {label: set of
+    values}}} for the metrics `exporter` exposes. The only families, labels
+    and label values a stagger_* sample may have (fixed sets, never an
+    endpoint key)."""
+    out = subprocess.run([tool], stdout=subprocess.PIPE, check=True,
+                         text=True, timeout=60).stdout
+    catalog = {}
+    for m in json.loads(out)["metrics"]:
+        if m["exporter"] != exporter:
+            continue
+        catalog[m["name"]] = {
+            "type": m["type"], "help": m["help"],
+            "labels": {l["name"]: set(l["values"]) for l in m["labels"]}}
+    assert catalog, "no %s metrics in the catalog from %s" % (exporter, tool)
+    return catalog
 
-# Every family the server must expose, with its Prometheus type.
-REQUIRED_FAMILIES = {
-    "stagger_decisions_total": "counter",
-    "stagger_retry_delay_seconds": "histogram",
-    "stagger_retry_after_total": "counter",
-    "stagger_retry_after_clamped_total": "counter",
-    "stagger_budget_refusals_total": "counter",
-    "stagger_untracked_decisions_total": "counter",
-    "stagger_pace_cuts_total": "counter",
-    "stagger_misrouted_requests_total": "counter",
-    "stagger_breaker_transitions_total": "counter",
-    "stagger_endpoints": "gauge",
-    "stagger_endpoints_tracked": "gauge",
-    "stagger_endpoints_evicted_total": "counter",
-    "stagger_config_reloads_total": "counter",
-    "stagger_rpc_duration_seconds": "histogram",
-    "stagger_batch_size": "histogram",
-    "stagger_state_load_failures_total": "counter",
-    "stagger_state_endpoints_restored": "gauge",
-    "stagger_state_saves_total": "counter",
-    "stagger_state_last_save_timestamp_seconds": "gauge",
-    "stagger_authz_denied_total": "counter",
-    "stagger_authz_policy_reloads_total": "counter",
-    "stagger_admin_actions_total": "counter",
-}
+
+def family_of(sample_name, catalog):
+    """The catalog family a sample belongs to (a histogram's _bucket, _sum
+    and _count samples belong to the histogram), or None."""
+    if sample_name in catalog:
+        return sample_name
+    for suffix in ("_bucket", "_sum", "_count"):
+        base = sample_name[:-len(suffix)]
+        if sample_name.endswith(suffix) and \
+                catalog.get(base, {}).get("type") == "histogram":
+            return base
+    return None
+
+
+def catalog_errors(text, samples, types, catalog):
+    """What on a /metrics page differs from the catalog: a catalog family
+    missing or with another TYPE or HELP; a stagger_* sample of no catalog
+    family, or without exactly its family's labels, or with a value outside
+    a label's fixed set. A list of strings, empty if none."""
+    bad = []
+    for name, spec in sorted(catalog.items()):
+        if types.get(name) != spec["type"]:
+            bad.append("%s: TYPE %r, catalog %r" % (
+                name, types.get(name), spec["type"]))
+        if "# HELP %s %s\n" % (name, spec["help"]) not in text:
+            bad.append("%s: no HELP, or not the catalog's" % name)
+    for name, labels, _ in samples:
+        if not name.startswith("stagger_"):
+            continue
+        family = family_of(name, catalog)
+        if family is None:
+            bad.append("%s is not in the metric catalog" % name)
+            continue
+        want = catalog[family]["labels"]
+        got = {k: v for k, v in labels.items() if k != "le"}
+        if set(got) != set(want):
+            bad.append("%s labels %s, catalog %s" % (
+                name, sorted(got), sorted(want)))
+            continue
+        bad.extend("%s=%r on %s: not in the catalog's set" % (k, v, name)
+                   for k, v in got.items() if v not in want[k])
+    return bad
 
 
 _PR_SET_PDEATHSIG = 1

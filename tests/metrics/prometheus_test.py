@@ -132,6 +132,7 @@ def main():
     ap.add_argument("--driver", required=True)
     ap.add_argument("--promtool", default="/usr/bin/promtool")  # unused
     ap.add_argument("--prometheus", default="/usr/bin/prometheus")
+    ap.add_argument("--catalog_tool")  # unused
     args = ap.parse_args()
     for tool in (args.staggerd, args.driver, args.prometheus):
         assert os.access(tool, os.X_OK), "not executable: %s" % tool

@@ -15,23 +15,31 @@
 //   a policy without client certificates, unreadable or mismatched
 //     certificate files, a bad policy file: staggerd refuses to start
 //     (exit 2) naming the flag.
+// Rotation: a Kubernetes Secret's symlink swap and a plain file renamed
+// over the old one both reach new connections.
+// Replicas: two under mutual TLS, a worker's client routing to both.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/strings/str_join.h"
+#include "client/coordinator_client.h"
 #include "client/tls_options.h"
+#include "tests/client/requests.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -113,11 +121,15 @@ class SecureServerTest : public ::testing::Test {
   }
   std::string policy_path() const { return dir_ / "policy.json"; }
 
-  std::vector<std::string> TlsArgs(bool mutual, bool authz) const {
+  // staggerd with TLS from the Secret mount (or from `cert` and `key`).
+  std::vector<std::string> TlsArgs(bool mutual, bool authz,
+                                   const std::string& cert = "",
+                                   const std::string& key = "") const {
     std::vector<std::string> args = {
         "--address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-        "--tls_cert_file=" + secret_.cert_path(),
-        "--tls_key_file=" + secret_.key_path(), "--tls_refresh_interval=1s",
+        "--tls_cert_file=" + (cert.empty() ? secret_.cert_path() : cert),
+        "--tls_key_file=" + (key.empty() ? secret_.key_path() : key),
+        "--tls_refresh_interval=1s",
         "--authz_poll_interval=100ms", "--health_address=127.0.0.1:0"};
     if (mutual) args.push_back("--tls_client_ca_file=" + Cert("ca.pem"));
     if (authz) args.push_back("--authz_policy_file=" + policy_path());
@@ -403,6 +415,84 @@ TEST_F(SecureServerTest, RotatedCertificateIsUsedByNewConnectionsOnly) {
   std::string still;
   EXPECT_TRUE(Admit(established, &still).ok());
   EXPECT_EQ(still, "staggerd-v1");
+}
+
+// Outside Kubernetes (certbot, a deploy script): plain files, each new one
+// written beside the old and renamed over it.
+TEST_F(SecureServerTest, CertificateRenamedOverThePlainFileIsPickedUp) {
+  const std::string dir = dir_ / "plain";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
+  ASSERT_TRUE(WriteFile(cert, ReadAll(Cert("server.pem"))));
+  ASSERT_TRUE(WriteFile(key, ReadAll(Cert("server.key"))));
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true, cert, key));
+  std::string cn;
+  ASSERT_TRUE(Admit(Channel("worker"), &cn).ok());
+  ASSERT_EQ(cn, "staggerd-v1");
+
+  for (const auto& [from, to] : {std::pair{Cert("server-v2.key"), key},
+                                 std::pair{Cert("server-v2.pem"), cert}}) {
+    ASSERT_TRUE(WriteFile(to + ".new", ReadAll(from)));
+    ASSERT_EQ(rename((to + ".new").c_str(), to.c_str()), 0) << to;
+  }
+  EXPECT_TRUE(PollUntil([&] {
+    std::string now;
+    return Admit(Channel("worker"), &now).ok() && now == "staggerd-v2";
+  })) << server_->output();
+}
+
+// Two replicas sharing one server certificate (as a StatefulSet's pods
+// share one Secret), each with mutual TLS and the policy: a worker's client
+// given both replicas and its certificate reaches each, and every key is
+// decided on its owner.
+TEST_F(SecureServerTest, TwoReplicasUnderMutualTlsDecideEachKeyOnItsOwner) {
+  std::unique_ptr<StaggerdProcess> replicas[2];
+  std::vector<std::string> members;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args = TlsArgs(/*mutual=*/true, /*authz=*/true);
+    args.push_back("--replicas=stagger-0,stagger-1");
+    args.push_back(absl::StrCat("--replica_name=stagger-", i));
+    auto p = StaggerdProcess::Start(STAGGERD_PATH, std::move(args));
+    ASSERT_TRUE(p.ok()) << p.status();
+    replicas[i] = *std::move(p);
+    members.push_back(absl::StrCat("stagger-", i, "=", replicas[i]->target()));
+  }
+  client::ClientTlsOptions tls;
+  tls.ca_file = Cert("ca.pem");
+  tls.cert_file = Cert("worker.pem");
+  tls.key_file = Cert("worker.key");
+  tls.server_name = "stagger.test";
+  auto credentials = client::MakeChannelCredentials(tls);
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  client::ClientOptions options;
+  options.target = absl::StrJoin(members, ",");
+  options.credentials = *credentials;
+  options.tls_server_name = tls.server_name;
+  options.call_deadline = absl::Seconds(5);
+  auto c = client::CoordinatorClient::Create(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  (*c)->WaitForCoordinator(absl::Seconds(10));
+
+  int owned[2] = {0, 0};
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = absl::StrCat("https://tenant-", k, ".example/hook");
+    absl::StatusOr<client::ClientDecision> d =
+        (*c)->Admit(stagger::testing::AdmitOf(key, 1));
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_EQ(d->source, client::DecisionSource::kCoordinator)
+        << key << ": " << d->fallback_cause;
+    ++owned[(*c)->OwnerOf(key).name.back() - '0'];
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_GT(owned[i], 0) << "stagger-" << i << " owns none of 200 keys";
+    EXPECT_EQ(ScrapeMetric(replicas[i]->metrics_port(), "stagger_endpoints_tracked"),
+              owned[i])
+        << "stagger-" << i;
+    EXPECT_EQ(ScrapeMetric(replicas[i]->metrics_port(),
+                           "stagger_misrouted_requests_total"),
+              0)
+        << "stagger-" << i;
+  }
 }
 
 TEST_F(SecureServerTest, HealthPortServesHealthAloneInPlaintext) {

@@ -15,6 +15,8 @@
 //    stagger_state_load_failures_total{reason}; the drain then writes a good
 //    snapshot over it. A missing file (first start) is counted as "missing".
 //  - State idle longer than limits.idle_eviction when loaded is dropped.
+//  - An operator's pause (stagger.v1.Admin/Pause) survives a restart with
+//    its reason, who set it and its end, and still holds workers.
 // No fixed sleeps: every wait polls with a generous deadline.
 #include <signal.h>
 #include <sys/stat.h>
@@ -29,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "stagger/v1/admin.grpc.pb.h"
 #include "tests/server/rpc_helpers.h"
 #include "tests/testing/blackbox_util.h"
 #include "tests/testing/staggerd_process.h"
@@ -260,6 +263,43 @@ TEST_F(StateFileTest, StateIdlePastTheEvictionAgeIsDropped) {
   v1::EndpointState gone;
   EXPECT_EQ(GetEndpoint(*stub_, kBroken, &gone).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(StateFileTest, AnOperatorsPauseSurvivesARestart) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto admin = v1::Admin::NewStub(Channel(d_->target()));
+  v1::PauseResponse paused;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, kRpcDeadline);
+    v1::PauseRequest req;
+    req.mutable_target()->set_prefix("https://hooks.state.example/");
+    req.mutable_duration()->set_seconds(7200);
+    req.set_reason("partner maintenance");
+    grpc::Status s = admin->Pause(&ctx, req, &paused);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  admin.reset();
+  Stop();  // the drain saves
+
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_NE(d_->output().find("1 pauses restored"), std::string::npos)
+      << d_->output();
+  admin = v1::Admin::NewStub(Channel(d_->target()));
+  v1::ListPausesResponse listed;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, kRpcDeadline);
+    grpc::Status s = admin->ListPauses(&ctx, v1::ListPausesRequest(), &listed);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  ASSERT_EQ(listed.pauses_size(), 1);
+  EXPECT_EQ(listed.pauses(0).SerializeAsString(),
+            paused.pause().SerializeAsString());
+  v1::Decision d;
+  ASSERT_TRUE(Admit(*stub_, kBroken, 1, &d).ok());
+  EXPECT_EQ(d.verdict(), v1::DEFER) << Describe(d);
+  EXPECT_EQ(d.reason(), v1::PAUSED) << Describe(d);
 }
 
 }  // namespace

@@ -107,6 +107,50 @@ TEST_F(SnapshotFileTest, WrittenRecordsLoadBackInOrder) {
   EXPECT_NE(access((path_ + ".tmp").c_str(), F_OK), 0) << "temp file left";
 }
 
+TEST_F(SnapshotFileTest, PausesLoadBackBeforeTheEndpointsAndAreCounted) {
+  v1::state::Pause pause;
+  pause.set_target("https://partner.example/");
+  pause.set_prefix(true);
+  pause.set_since_unix_nanos(1'700'000'000'000'000'000);
+  pause.set_until_unix_nanos(1'700'007'200'000'000'000);
+  pause.set_reason("partner maintenance");
+  pause.set_paused_by("spiffe://ops/alice");
+  {
+    auto w = SnapshotWriter::Begin(path_, 1'700'000'000'123'456'789, "test");
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->AddPause(pause).ok());
+    ASSERT_TRUE((*w)->Add(Record(0)).ok());
+    EXPECT_EQ((*w)->records(), 1) << "a pause is not an endpoint record";
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  std::vector<std::string> order;
+  std::vector<v1::state::Pause> pauses;
+  const LoadResult r = LoadSnapshot(
+      path_, [&](const Endpoint& e) { order.push_back(e.key()); },
+      [&](const v1::state::Pause& p) {
+        order.push_back("pause");
+        pauses.push_back(p);
+      });
+  ASSERT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  EXPECT_EQ(r.records, 1);
+  EXPECT_EQ(r.pauses, 1);
+  EXPECT_EQ(order, (std::vector<std::string>{"pause", Record(0).key()}));
+  ASSERT_EQ(pauses.size(), 1u);
+  EXPECT_EQ(pauses[0].SerializeAsString(), pause.SerializeAsString());
+  // The endpoint-only reader skips the pause.
+  EXPECT_EQ(Load().records, 1);
+  EXPECT_EQ(loaded_.size(), 1u);
+}
+
+TEST_F(SnapshotFileTest, UnparsablePauseUnderAGoodCrcIsCorrupt) {
+  // Field 14 (pauses), length 2, bytes that are not a Pause (a truncated
+  // varint field).
+  Put(Framed(std::string("\x72\x02\x08\x80", 4)));
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kCorrupt);
+  EXPECT_NE(r.message.find("unparsable pause"), std::string::npos) << r.message;
+}
+
 TEST_F(SnapshotFileTest, ManyRecordsCrossTheWriteBuffer) {
   Write(30000);  // ~2.5 MB: several 1 MiB flushes
   const LoadResult r = Load();

@@ -128,6 +128,47 @@ TEST_F(StateKeeperTest, WhatOneEngineSavedAnotherRestoresAtTheSameInstants) {
   EXPECT_EQ(second->Admit(in)->reason, engine::Reason::kHalfOpenProbe);
 }
 
+TEST_F(StateKeeperTest, OperatorPausesSurviveARestartAndEndedOnesAreDropped) {
+  auto first = NewEngine();
+  const absl::Time t0 = clock_.Now();
+  ASSERT_TRUE(first->pauses()
+                  .Set("https://partner.example/", true, absl::Hours(2),
+                       "partner maintenance", "spiffe://ops/alice", t0)
+                  .ok());
+  ASSERT_TRUE(first->pauses()
+                  .Set("https://short.example/hook", false, absl::Minutes(1),
+                       "one minute", "bob", t0)
+                  .ok());
+  StateKeeper(first.get(), &clock_, Options()).SaveNow().IgnoreError();
+
+  clock_.Advance(absl::Minutes(5));  // the restart; the short pause ended
+  auto second = NewEngine();
+  const auto s = StateKeeper(second.get(), &clock_, Options()).Load();
+  EXPECT_EQ(s.pauses_restored, 1);
+  EXPECT_EQ(s.pauses_ended, 1);
+  EXPECT_EQ(s.pauses_refused, 0);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("1 pauses restored, 1 ended meanwhile"),
+            std::string::npos)
+      << log_.back();
+  const auto listed = second->pauses().List(clock_.Now());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].target, "https://partner.example/");
+  EXPECT_TRUE(listed[0].prefix);
+  EXPECT_EQ(listed[0].since, t0);
+  EXPECT_EQ(listed[0].until, t0 + absl::Hours(2));
+  EXPECT_EQ(listed[0].reason, "partner maintenance");
+  EXPECT_EQ(listed[0].paused_by, "spiffe://ops/alice");
+
+  // A worker is held until exactly the saved end, then admitted.
+  engine::AdmitInput in;
+  in.endpoint = "https://partner.example/orders";
+  in.attempt = 1;
+  EXPECT_EQ(second->Admit(in)->reason, engine::Reason::kPaused);
+  clock_.Set(t0 + absl::Hours(2));
+  EXPECT_NE(second->Admit(in)->reason, engine::Reason::kPaused);
+}
+
 TEST_F(StateKeeperTest, StateIdlePastTheEvictionAgeIsDropped) {
   auto first = NewEngine();
   Teach(*first);

@@ -1,0 +1,476 @@
+// The metric catalog is the one source: its own rules hold; what
+// ServerMetrics, SecurityMetrics and ClientMetrics register is exactly the
+// catalog's entries for each (names, types, help, label names, every label
+// value, nothing else); and README's metric table lists every catalog
+// metric, in catalog order, with the same type, labels and label values,
+// and nothing else. Mutations prove each check bites. The deploy rules and
+// dashboard are held to the catalog by tests/deploy, staggerd's live page
+// by metrics.live_scrape (both through stagger-metric-catalog's JSON).
+#include "server/metrics/metric_catalog.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/client_metrics.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "server/engine/decision.h"
+#include "server/metrics/metric_registration.h"
+#include "server/metrics/server_metrics.h"
+#include "server/security/security_metrics.h"
+
+namespace stagger::metrics {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::set<std::string> ValueSet(LabelSet set) {
+  const auto& v = LabelValues(set);
+  return std::set<std::string>(v.begin(), v.end());
+}
+
+const char* TypeOf(prometheus::MetricType t) {
+  switch (t) {
+    case prometheus::MetricType::Counter: return "counter";
+    case prometheus::MetricType::Gauge: return "gauge";
+    case prometheus::MetricType::Histogram: return "histogram";
+    default: return "other";
+  }
+}
+
+// ---- the catalog's own rules ------------------------------------------
+
+TEST(MetricCatalog, NamesAreUniqueAndLabelsWellFormed) {
+  std::set<std::string_view> names;
+  const std::regex label_name("[a-z][a-z_]*");
+  for (const MetricSpec& m : kMetricCatalog) {
+    EXPECT_TRUE(names.insert(m.name).second) << "duplicate " << m.name;
+    std::set<std::string_view> labels;
+    for (int i = 0; i < m.num_labels; ++i) {
+      const std::string name(m.labels[i].name);
+      EXPECT_TRUE(std::regex_match(name, label_name)) << m.name << " " << name;
+      EXPECT_NE(name, "le") << m.name << ": le is the histogram's own label";
+      EXPECT_TRUE(labels.insert(m.labels[i].name).second) << m.name;
+    }
+  }
+}
+
+TEST(MetricCatalog, EveryLabelSetIsNonEmptyWithoutDuplicates) {
+  for (int s = 0; s < kNumLabelSets; ++s) {
+    const auto set = static_cast<LabelSet>(s);
+    const auto& values = LabelValues(set);
+    EXPECT_FALSE(values.empty()) << "label set " << s;
+    EXPECT_EQ(ValueSet(set).size(), values.size()) << "label set " << s;
+  }
+}
+
+TEST(MetricCatalog, EngineSetsFollowTheEngine) {
+  EXPECT_EQ(LabelValues(LabelSet::kReason).size(),
+            static_cast<size_t>(engine::kMaxReason));
+  EXPECT_EQ(ValueSet(LabelSet::kReason).count("PAUSED"), 1u);
+  EXPECT_EQ(ValueSet(LabelSet::kVerdict),
+            (std::set<std::string>{"PROCEED", "DEFER", "GIVE_UP", "DONE"}));
+  EXPECT_EQ(ValueSet(LabelSet::kBreakerState),
+            (std::set<std::string>{"CLOSED", "OPEN", "HALF_OPEN"}));
+}
+
+TEST(MetricCatalog, ClientErrorCodesAreEveryCodeButOkAndInvalidArgument) {
+  const std::set<std::string> codes = ValueSet(LabelSet::kClientErrorCode);
+  EXPECT_EQ(codes.size(), 15u);
+  EXPECT_EQ(codes.count("OK"), 0u);
+  EXPECT_EQ(codes.count("INVALID_ARGUMENT"), 0u);
+  EXPECT_EQ(codes.count("UNAVAILABLE"), 1u);
+}
+
+TEST(MetricCatalog, JsonNamesEveryMetricWithItsRegistrarAndLabelValues) {
+  const std::string json = CatalogJson();
+  for (const MetricSpec& m : kMetricCatalog) {
+    const std::string entry = "{\"name\": \"" + std::string(m.name) +
+                              "\", \"type\": \"" + MetricTypeName(m.type) +
+                              "\", \"exporter\": \"" +
+                              ExporterName(m.exporter()) +
+                              "\", \"registrar\": \"" +
+                              RegistrarName(m.registrar) + "\"";
+    EXPECT_NE(json.find(entry), std::string::npos) << entry;
+  }
+  EXPECT_NE(json.find("\"PAUSED\""), std::string::npos);
+  EXPECT_NE(json.find("\"overflow\""), std::string::npos);
+  EXPECT_NE(json.find("\"incompatible_version\""), std::string::npos);
+  EXPECT_NE(json.find("\"grpc.health.v1.Health\""), std::string::npos);
+}
+
+// ---- registration is the catalog --------------------------------------
+
+// Errors of one family against its catalog entry: type, help, label names,
+// values outside the sets, values never created.
+void FamilyVsSpec(const prometheus::MetricFamily& f, const MetricSpec& m,
+                  std::vector<std::string>& errors) {
+  if (TypeOf(f.type) != std::string(MetricTypeName(m.type))) {
+    errors.push_back(f.name + ": type differs from the catalog");
+  }
+  if (f.help != m.help) errors.push_back(f.name + ": help differs");
+  std::vector<std::set<std::string>> seen(m.num_labels);
+  for (const prometheus::ClientMetric& series : f.metric) {
+    if (static_cast<int>(series.label.size()) != m.num_labels) {
+      errors.push_back(f.name + ": a series has the wrong label count");
+      continue;
+    }
+    for (int i = 0; i < m.num_labels; ++i) {
+      const prometheus::ClientMetric::Label* l = nullptr;
+      for (const auto& x : series.label) {
+        if (x.name == m.labels[i].name) l = &x;
+      }
+      if (l == nullptr) {
+        errors.push_back(f.name + ": a series lacks " +
+                         std::string(m.labels[i].name));
+        continue;
+      }
+      if (ValueSet(m.labels[i].values).count(l->value) == 0) {
+        errors.push_back(f.name + ": value outside the set: " + l->value);
+      }
+      seen[i].insert(l->value);
+    }
+  }
+  for (int i = 0; i < m.num_labels; ++i) {
+    if (seen[i] != ValueSet(m.labels[i].values)) {
+      errors.push_back(f.name + ": not every " + std::string(m.labels[i].name) +
+                       " value has a series");
+    }
+  }
+}
+
+// Errors between what `registry` holds and the catalog's metrics of
+// `registrar`: missing or extra families, and FamilyVsSpec's.
+std::vector<std::string> RegistryVsCatalog(prometheus::Registry& registry,
+                                           Registrar registrar) {
+  std::vector<std::string> errors;
+  std::map<std::string, const MetricSpec*> want;
+  for (const MetricSpec& m : kMetricCatalog) {
+    if (m.registrar == registrar) want[std::string(m.name)] = &m;
+  }
+  for (const prometheus::MetricFamily& f : registry.Collect()) {
+    auto it = want.find(f.name);
+    if (it == want.end()) {
+      errors.push_back("registered but not in the catalog as " +
+                       std::string(RegistrarName(registrar)) + "'s: " + f.name);
+      continue;
+    }
+    FamilyVsSpec(f, *it->second, errors);
+    want.erase(it);
+  }
+  for (const auto& [name, spec] : want) {
+    errors.push_back("in the catalog but not registered: " + name);
+  }
+  return errors;
+}
+
+TEST(MetricCatalog, ServerMetricsRegistersExactlyItsCatalogEntries) {
+  prometheus::Registry registry;
+  ServerMetrics metrics(registry, ServerMetrics::kMaxAttemptLabel);
+  EXPECT_THAT(RegistryVsCatalog(registry, Registrar::kServerMetrics),
+              IsEmpty());
+}
+
+TEST(MetricCatalog, SecurityMetricsRegistersExactlyItsCatalogEntries) {
+  prometheus::Registry registry;
+  security::SecurityMetrics metrics(registry);
+  EXPECT_THAT(RegistryVsCatalog(registry, Registrar::kSecurityMetrics),
+              IsEmpty());
+}
+
+TEST(MetricCatalog, ClientMetricsRegistersExactlyItsCatalogEntries) {
+  prometheus::Registry registry;
+  client::ClientMetrics metrics(registry);
+  EXPECT_THAT(RegistryVsCatalog(registry, Registrar::kClientMetrics),
+              IsEmpty());
+}
+
+TEST(MetricCatalog, EveryMetricHasARegistrarThatRegistersIt) {
+  // The three registrars together: every catalog entry, nothing else.
+  prometheus::Registry server, security, client;
+  ServerMetrics s(server, ServerMetrics::kMaxAttemptLabel);
+  security::SecurityMetrics sec(security);
+  client::ClientMetrics c(client);
+  std::set<std::string> registered;
+  for (auto* r : {&server, &security, &client}) {
+    for (const auto& f : r->Collect()) registered.insert(f.name);
+  }
+  std::set<std::string> catalog;
+  for (const MetricSpec& m : kMetricCatalog) catalog.emplace(m.name);
+  EXPECT_EQ(registered, catalog);
+}
+
+// The registry check bites: an extra family, a family of another registrar,
+// a missing one and a missing label value are each reported.
+TEST(MetricCatalog, TheRegistryCheckCatchesDrift) {
+  {
+    prometheus::Registry registry;
+    client::ClientMetrics metrics(registry);
+    prometheus::BuildGauge().Name("stagger_client_extra").Register(registry)
+        .Add({});
+    EXPECT_THAT(RegistryVsCatalog(registry, Registrar::kClientMetrics),
+                Contains(HasSubstr("not in the catalog as ClientMetrics's: "
+                                   "stagger_client_extra")));
+  }
+  {
+    prometheus::Registry registry;
+    security::SecurityMetrics metrics(registry);
+    EXPECT_THAT(RegistryVsCatalog(registry, Registrar::kServerMetrics),
+                Contains(HasSubstr("stagger_authz_denied_total")));
+  }
+  {
+    prometheus::Registry registry;
+    prometheus::BuildCounter()
+        .Name("stagger_admin_actions_total")
+        .Help(std::string(Metric(MetricId::kAdminActions).help))
+        .Register(registry)
+        .Add({{"action", "pause"}});
+    EXPECT_THAT(
+        RegistryVsCatalog(registry, Registrar::kSecurityMetrics),
+        ::testing::AllOf(
+            Contains(HasSubstr("stagger_admin_actions_total: not every "
+                               "action value has a series")),
+            Contains(HasSubstr("not registered: stagger_authz_denied_total"))));
+  }
+  {
+    // ServerMetrics with K = 3: attempts 4..20 have no series.
+    prometheus::Registry registry;
+    ServerMetrics metrics(registry, 3);
+    EXPECT_THAT(RegistryVsCatalog(registry, Registrar::kServerMetrics),
+                Contains(HasSubstr("stagger_retry_delay_seconds: not every "
+                                   "attempt value")));
+  }
+}
+
+TEST(MetricCatalogDeathTest, CatalogLabelsRefusesValuesOutsideTheSet) {
+  EXPECT_DEATH(CatalogLabels(MetricId::kEndpoints, {"HALFOPEN"}),
+               "stagger_endpoints: label value outside");
+  EXPECT_DEATH(CatalogLabels(MetricId::kDecisions, {"admit"}),
+               "stagger_decisions_total: wrong number of label values");
+  EXPECT_DEATH(OnlyLabelValues(MetricId::kDecisions),
+               "stagger_decisions_total: has not exactly one label");
+}
+
+// ---- README's metric table ---------------------------------------------
+
+struct ReadmeRow {
+  std::string name;
+  std::string type;
+  // label name -> values as written ("2..K" kept as is), in README order.
+  std::vector<std::pair<std::string, std::vector<std::string>>> labels;
+};
+
+// The cells of a Markdown table row, trimmed; "\|" (a value list's
+// separator) does not split.
+std::vector<std::string> TableCells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (size_t i = 1; i < line.size(); ++i) {  // past the leading '|'
+    if (line[i] == '|' && line[i - 1] != '\\') {
+      cells.emplace_back(absl::StripAsciiWhitespace(cell));
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  return cells;
+}
+
+ReadmeRow ParseRow(const std::vector<std::string>& cells) {
+  static const std::regex label_re("`([a-z_]+)`(?: = ([^,]*))?");
+  ReadmeRow row{std::string(absl::StripSuffix(
+                    absl::StripPrefix(cells[0], "`"), "`")),
+                cells[1],
+                {}};
+  for (std::sregex_iterator it(cells[2].begin(), cells[2].end(), label_re), end;
+       it != end; ++it) {
+    std::vector<std::string> values;
+    if ((*it)[2].matched) {
+      values = absl::StrSplit((*it)[2].str(), "\\|", absl::SkipEmpty());
+      for (std::string& v : values) {
+        v = std::string(absl::StripAsciiWhitespace(v));
+      }
+    }
+    row.labels.emplace_back((*it)[1].str(), values);
+  }
+  return row;
+}
+
+// Rows of the table whose header is "| Metric | Type | Labels | Meaning |",
+// in README order.
+std::vector<ReadmeRow> ReadmeMetricTable(const std::string& text) {
+  std::vector<ReadmeRow> rows;
+  std::istringstream in(text);
+  std::string line;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "| Metric | Type | Labels |")) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || absl::StartsWith(line, "|---")) continue;
+    if (!absl::StartsWith(line, "| `")) break;
+    const std::vector<std::string> cells = TableCells(line);
+    if (cells.size() >= 4) rows.push_back(ParseRow(cells));
+  }
+  return rows;
+}
+
+// README's values for a label equal the catalog's set; "N..K" stands for
+// every numeric catalog value >= N.
+bool SameValues(const std::vector<std::string>& readme, LabelSet set) {
+  std::set<std::string> want = ValueSet(set), got;
+  const std::regex range("([0-9]+)\\.\\.K");
+  const std::regex number("[0-9]+");
+  for (const std::string& v : readme) {
+    std::smatch m;
+    if (!std::regex_match(v, m, range)) {
+      got.insert(v);
+      continue;
+    }
+    for (const std::string& w : want) {
+      if (std::regex_match(w, number) && std::stoi(w) >= std::stoi(m[1].str())) {
+        got.insert(w);
+      }
+    }
+  }
+  return got == want;
+}
+
+void RowVsSpec(const ReadmeRow& row, const MetricSpec& m,
+               std::vector<std::string>& errors) {
+  const std::string name(m.name);
+  if (row.type != MetricTypeName(m.type)) {
+    errors.push_back(name + ": README says " + row.type);
+  }
+  if (static_cast<int>(row.labels.size()) != m.num_labels) {
+    errors.push_back(name + ": README lists another number of labels");
+    return;
+  }
+  for (int i = 0; i < m.num_labels; ++i) {
+    const auto& [label, values] = row.labels[i];
+    if (label != m.labels[i].name) {
+      errors.push_back(name + ": README label " + label + " is not " +
+                       std::string(m.labels[i].name));
+    } else if (!SameValues(values, m.labels[i].values)) {
+      errors.push_back(name + ": README's values of " + label +
+                       " differ from the catalog's");
+    }
+  }
+}
+
+std::vector<std::string> ReadmeVsCatalog(const std::string& readme) {
+  std::vector<std::string> errors;
+  const std::vector<ReadmeRow> rows = ReadmeMetricTable(readme);
+  if (rows.empty()) errors.push_back("no metric table found in README");
+  std::map<std::string, const ReadmeRow*> by_name;
+  std::vector<std::string> readme_order;
+  for (const ReadmeRow& row : rows) {
+    if (!by_name.emplace(row.name, &row).second) {
+      errors.push_back(row.name + ": two rows in README's table");
+    }
+    readme_order.push_back(row.name);
+  }
+  std::vector<std::string> catalog_order;
+  for (const MetricSpec& m : kMetricCatalog) {
+    const std::string name(m.name);
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      errors.push_back(name + ": no row in README's metric table");
+      continue;
+    }
+    RowVsSpec(*it->second, m, errors);
+    by_name.erase(it);
+    catalog_order.push_back(name);
+  }
+  for (const auto& [name, row] : by_name) {
+    errors.push_back(name + ": in README's table but not in the catalog");
+  }
+  readme_order.erase(std::remove_if(readme_order.begin(), readme_order.end(),
+                                    [&](const std::string& n) {
+                                      return by_name.count(n) > 0;
+                                    }),
+                     readme_order.end());
+  if (readme_order != catalog_order) {
+    errors.push_back("README's rows are not in catalog order");
+  }
+  return errors;
+}
+
+std::string ReadReadme() {
+  std::ifstream f(STAGGER_README);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(MetricCatalog, ReadmeTableListsEveryCatalogMetricInOrderAndNothingElse) {
+  const std::string readme = ReadReadme();
+  ASSERT_FALSE(readme.empty()) << STAGGER_README;
+  EXPECT_THAT(ReadmeVsCatalog(readme), IsEmpty());
+}
+
+// README's count of the pre-created decision series is the catalog's.
+TEST(MetricCatalog, ReadmeCountsTheDecisionSeries) {
+  size_t n = 1;
+  const MetricSpec& m = Metric(MetricId::kDecisions);
+  for (int i = 0; i < m.num_labels; ++i) {
+    n *= LabelValues(m.labels[i].values).size();
+  }
+  EXPECT_THAT(ReadReadme(),
+              HasSubstr("All " + std::to_string(n) + " combinations are "
+                        "pre-created"));
+}
+
+// The README check bites: a renamed metric, a wrong type, a missing label
+// value, a wrong range, an extra row and rows out of order are reported.
+TEST(MetricCatalog, ReadmeCheckCatchesDrift) {
+  const std::string readme = ReadReadme();
+  auto mutate = [&](const std::string& from, const std::string& to) {
+    std::string s = readme;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) s.replace(at, from.size(), to);
+    return ReadmeVsCatalog(s);
+  };
+  EXPECT_THAT(mutate("| `stagger_pace_cuts_total` |", "| `stagger_pace_cut_total` |"),
+              ::testing::AllOf(
+                  Contains(HasSubstr("stagger_pace_cuts_total: no row")),
+                  Contains(HasSubstr("stagger_pace_cut_total: in README's "
+                                     "table but not in the catalog"))));
+  EXPECT_THAT(mutate("| `stagger_endpoints_tracked` | gauge |",
+                     "| `stagger_endpoints_tracked` | counter |"),
+              Contains(HasSubstr("README says counter")));
+  EXPECT_THAT(mutate("\\|LAST_CHANCE\\|PAUSED |", "\\|LAST_CHANCE |"),
+              Contains(HasSubstr("values of reason differ")));
+  EXPECT_THAT(mutate("`attempt` = 2..K\\|overflow", "`attempt` = 3..K\\|overflow"),
+              Contains(HasSubstr("values of attempt differ")));
+  EXPECT_THAT(mutate("\\|force_breaker |", " |"),
+              Contains(HasSubstr("values of action differ")));
+  EXPECT_THAT(mutate("| `stagger_client_coordinator_up` | gauge | |",
+                     "| `stagger_client_coordinator_up` | gauge | `code` |"),
+              Contains(HasSubstr("another number of labels")));
+  const size_t row = readme.find("| `stagger_misrouted_requests_total` |");
+  ASSERT_NE(row, std::string::npos);
+  std::string moved = readme;
+  const std::string line = moved.substr(row, moved.find('\n', row) - row + 1);
+  moved.erase(row, line.size());
+  moved.insert(moved.find("| `stagger_retry_after_total` |"), line);
+  EXPECT_THAT(ReadmeVsCatalog(moved),
+              Contains(HasSubstr("not in catalog order")));
+}
+
+}  // namespace
+}  // namespace stagger::metrics
