@@ -1,0 +1,28 @@
+#include "server/daemon/usage.h"
+
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+
+namespace stagger::daemon {
+
+bool IsStaggerdFlagFile(absl::string_view filename) {
+  return absl::StartsWith(filename, "server/") ||
+         absl::StrContains(filename, "/server/");
+}
+
+void InstallUsage() {
+  absl::SetProgramUsageMessage(
+      "Stagger retry coordinator: gRPC on --address, Prometheus /metrics on "
+      "--metrics_address, configuration from --config (embedded defaults "
+      "without it). SIGHUP reloads the config file; SIGTERM/SIGINT drain "
+      "and exit 0. Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad "
+      "configuration or flag. Every flag is listed below and in README.md "
+      "(\"Running staggerd\").");
+  absl::FlagsUsageConfig config;
+  config.contains_helpshort_flags = IsStaggerdFlagFile;
+  config.contains_help_flags = IsStaggerdFlagFile;
+  absl::SetFlagsUsageConfig(config);
+}
+
+}  // namespace stagger::daemon

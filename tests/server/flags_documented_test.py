@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""staggerd's flags, its --help and README's flag table stay in step.
+
+  flags_documented_test.py --staggerd BIN --readme README.md [--self_test]
+
+The flags the binary defines are read from the binary itself: `staggerd
+--helpfull` groups every flag under "Flags from FILE:" with its default
+("default: VALUE;"), and the groups whose FILE is under a server/ folder
+are staggerd's own (Abseil's are elsewhere). Then:
+
+  1. `staggerd --help` lists every one of them;
+  2. README.md's table under "## Running `staggerd`" has one row per flag
+     (| `--flag` | default | meaning |), and no row for a flag the binary
+     does not define;
+  3. each row's default is the binary's: the cell starts with the value in
+     backticks (`10s`, `0.0.0.0:50051`), or with "empty" for an empty
+     string; and its meaning is not empty.
+
+A flag added without a README row, a row left behind after a flag is
+removed, or a default changed in one place only fails here, naming the
+flag. --self_test also checks that each of those mistakes, made on a copy
+of the README in memory, is caught (so this test can fail).
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+
+GROUP_RE = re.compile(r"^\s*Flags from (\S+):\s*$")
+FLAG_RE = re.compile(r"^\s+--([A-Za-z0-9_]+) \(")
+ROW_RE = re.compile(r"^\|\s*`--([A-Za-z0-9_]+)`\s*\|([^|]*)\|(.*)\|\s*$")
+SECTION_RE = re.compile(r"^## Running `staggerd`\n(.*?)(?=^## |\Z)",
+                        re.S | re.M)
+
+
+def help_output(staggerd, mode):
+    """Output of `staggerd --<mode>` (Abseil prints it and exits non-zero)."""
+    r = subprocess.run([staggerd, "--" + mode], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60)
+    return r.stdout
+
+
+def parse_help(text):
+    """{file: {flag: default}} from Abseil's help output.
+
+    A flag's entry starts with "--name (" and may continue on more indented
+    lines; it ends with "default: VALUE;" (strings in double quotes).
+    """
+    out = {}
+    group = None
+    entry = None  # [flag, joined text]
+    entries = []
+    for line in text.splitlines():
+        m = GROUP_RE.match(line)
+        if m:
+            group = out.setdefault(m.group(1), {})
+            entry = None
+            continue
+        m = FLAG_RE.match(line)
+        if m and group is not None:
+            entry = [m.group(1), line.strip(), group]
+            entries.append(entry)
+        elif entry is not None and line.strip():
+            entry[1] += " " + line.strip()
+        else:
+            entry = None
+    for flag, joined, grp in entries:
+        at = joined.rfind("; default: ")
+        value = joined[at + len("; default: "):].rstrip(";").strip() \
+            if at >= 0 else None
+        if value is not None and len(value) >= 2 and value[0] == '"' \
+                and value[-1] == '"':
+            value = value[1:-1]
+        grp[flag] = value
+    return out
+
+
+def is_staggerd_file(path):
+    # The same rule as server/daemon/usage.cc's IsStaggerdFlagFile.
+    return path.startswith("server/") or "/server/" in path
+
+
+def readme_rows(readme_text):
+    """[(flag, default cell, meaning cell)] of the "Running staggerd" table,
+    or None without that section."""
+    m = SECTION_RE.search(readme_text)
+    if not m:
+        return None
+    rows = []
+    for line in m.group(1).splitlines():
+        r = ROW_RE.match(line)
+        if r:
+            rows.append((r.group(1), r.group(2).strip(), r.group(3).strip()))
+    return rows
+
+
+def default_documented(cell, value):
+    if value == "":
+        return cell.startswith("empty")
+    return cell.startswith("`%s`" % value)
+
+
+def check_readme(defined, readme_text):
+    """Errors comparing {flag: default} with the README's table."""
+    errors = []
+    rows = readme_rows(readme_text)
+    if rows is None:
+        return ["README.md has no \"## Running `staggerd`\" section"]
+    by_flag = {}
+    for flag, default, meaning in rows:
+        if flag in by_flag:
+            errors.append("README's flag table lists --%s twice" % flag)
+        by_flag[flag] = (default, meaning)
+    for flag, value in sorted(defined.items()):
+        if flag not in by_flag:
+            errors.append("--%s has no row in README's flag table" % flag)
+            continue
+        default, meaning = by_flag[flag]
+        if not default_documented(default, value):
+            errors.append(
+                "--%s: README's default \"%s\" is not the binary's (%s)"
+                % (flag, default,
+                   "empty" if value == "" else "`%s`" % value))
+        if not meaning:
+            errors.append("--%s: README's row has no meaning" % flag)
+    for flag in by_flag:
+        if flag not in defined:
+            errors.append("README's flag table lists --%s, which staggerd "
+                          "does not define" % flag)
+    return errors
+
+
+def check_binary(staggerd):
+    """({flag: default} of staggerd's own flags, errors)."""
+    errors = []
+    full = parse_help(help_output(staggerd, "helpfull"))
+    defined = {}
+    for path, flags in full.items():
+        if is_staggerd_file(path):
+            defined.update(flags)
+    print("staggerd defines: %s" % ", ".join(sorted(defined)))
+    # Guards the parsing itself: these flags have always existed.
+    for must in ("address", "config", "metrics_address"):
+        if must not in defined:
+            errors.append("--helpfull parsing found no --%s (groups: %s)"
+                          % (must, sorted(full)))
+    for flag, value in sorted(defined.items()):
+        if value is None:
+            errors.append("--helpfull shows no default for --%s" % flag)
+    listed = {f for flags in parse_help(help_output(staggerd, "help")).values()
+              for f in flags}
+    for flag in sorted(defined):
+        if flag not in listed:
+            errors.append("--%s is missing from `staggerd --help`" % flag)
+    return defined, errors
+
+
+def self_test(defined, readme_text):
+    """Each kind of mistake, made on a copy of the README, is caught."""
+    failures = []
+    rows = readme_rows(readme_text)
+    flag, default, _ = rows[0]
+    row_re = re.compile(r"^\|\s*`--%s`\s*\|.*\n" % re.escape(flag), re.M)
+    cases = [
+        ("a flag without a row", row_re.sub("", readme_text, count=1),
+         "--%s has no row" % flag),
+        ("a row without a flag",
+         row_re.sub(lambda m: m.group(0) +
+                    "| `--no_such_flag` | `1` | gone |\n",
+                    readme_text, count=1),
+         "lists --no_such_flag, which staggerd does not define"),
+        ("a default changed in the README only",
+         row_re.sub("| `--%s` | `changed` | x |\n" % flag, readme_text,
+                    count=1),
+         "--%s: README's default" % flag),
+        ("no section", readme_text.replace("## Running `staggerd`",
+                                           "## Running it"),
+         "no \"## Running `staggerd`\" section"),
+    ]
+    for what, text, want in cases:
+        got = check_readme(defined, text)
+        if not any(want in e for e in got):
+            failures.append("self-test: %s was not caught (errors: %s)"
+                            % (what, got))
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--staggerd", required=True)
+    ap.add_argument("--readme", required=True)
+    ap.add_argument("--self_test", action="store_true")
+    args = ap.parse_args()
+
+    defined, errors = check_binary(args.staggerd)
+    with open(args.readme, encoding="utf-8") as fh:
+        readme_text = fh.read()
+    errors += check_readme(defined, readme_text)
+    if args.self_test and not errors:
+        errors += self_test(defined, readme_text)
+    for e in errors:
+        print("FAIL: " + e)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
