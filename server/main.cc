@@ -99,6 +99,7 @@ struct CheckedFlags {
   daemon::StartupConfig startup;
   daemon::StateFileOptions state_file;
   std::optional<service::Ownership> ownership;  // unset: one replica
+  daemon::DrainOptions drain;
 };
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
@@ -106,7 +107,7 @@ absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
 }
 
 // Every refusal that needs nothing started: transport limits, the config
-// file, the state file's interval, the replicas.
+// file, the state file's interval, the drain times, the replicas.
 absl::StatusOr<CheckedFlags> CheckFlags() {
   CheckedFlags checked;
   checked.limits = TransportLimitsFromFlags();
@@ -121,6 +122,11 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
   checked.state_file = {absl::GetFlag(FLAGS_state_file),
                         absl::GetFlag(FLAGS_state_save_interval)};
   if (absl::Status s = daemon::CheckStateFile(checked.state_file); !s.ok()) {
+    return s;
+  }
+  checked.drain = {absl::GetFlag(FLAGS_drain_grace),
+                   absl::GetFlag(FLAGS_drain_timeout)};
+  if (absl::Status s = daemon::CheckDrainOptions(checked.drain); !s.ok()) {
     return s;
   }
   const char* hostname = std::getenv("HOSTNAME");
@@ -219,9 +225,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine) {
   LogReady(address, *servers, **port_security, **metrics);
 
   daemon::WaitForShutdownSignal(reloader->get());
-  daemon::Drain(*servers,
-                {absl::GetFlag(FLAGS_drain_grace),
-                 absl::GetFlag(FLAGS_drain_timeout)},
+  daemon::Drain(*servers, flags.drain,
                 /*after_last_answer=*/[&keeper] {
                   if (keeper) keeper->Stop();  // the last snapshot
                 });

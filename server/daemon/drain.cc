@@ -1,11 +1,31 @@
 #include "server/daemon/drain.h"
 
 #include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/service/server_setup.h"
 
 namespace stagger::daemon {
+
+absl::Status CheckDrainOptions(const DrainOptions& options) {
+  std::vector<std::string> errors;
+  for (const auto& [flag, value] :
+       {std::pair{"--drain_grace", options.grace},
+        std::pair{"--drain_timeout", options.timeout}}) {
+    if (value < absl::ZeroDuration() || value > kMaxDrainDuration) {
+      errors.push_back(absl::StrCat(flag, ": must be in [0, ",
+                                    absl::FormatDuration(kMaxDrainDuration),
+                                    "], got ", absl::FormatDuration(value)));
+    }
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+}
 
 void Drain(Servers& servers, const DrainOptions& options,
            const std::function<void()>& after_last_answer) {

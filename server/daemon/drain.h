@@ -15,6 +15,7 @@
 
 #include <functional>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/daemon/servers.h"
 
@@ -24,6 +25,10 @@ struct DrainOptions {
   absl::Duration grace = absl::ZeroDuration();  // --drain_grace
   absl::Duration timeout = absl::Seconds(10);   // --drain_timeout
 };
+
+// Each must be in [0, kMaxDrainDuration]; InvalidArgument naming the flag.
+inline constexpr absl::Duration kMaxDrainDuration = absl::Hours(1);
+absl::Status CheckDrainOptions(const DrainOptions& options);
 
 void Drain(Servers& servers, const DrainOptions& options,
            const std::function<void()>& after_last_answer);

@@ -180,6 +180,17 @@ TEST(StartupTest, BadTransportLimitsExitTwoNamingEachFlag) {
   EXPECT_THAT(err, Not(HasSubstr("listening on")));
 }
 
+TEST(StartupTest, NegativeOrHugeDrainTimesExitTwoNamingTheFlag) {
+  std::string err;
+  const int code = ExitCodeOf({"--address=127.0.0.1:0", "--metrics_address=",
+                               "--drain_grace=-1s", "--drain_timeout=2h"},
+                              &err);
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("--drain_grace: must be in [0, 1h], got -1s"));
+  EXPECT_THAT(err, HasSubstr("--drain_timeout: must be in [0, 1h], got 2h"));
+  EXPECT_THAT(err, Not(HasSubstr("listening on")));
+}
+
 TEST(StartupTest, TransportLimitFlagsAreAccepted) {
   auto d = StaggerdProcess::Start(
       STAGGERD_PATH,
