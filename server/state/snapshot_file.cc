@@ -232,24 +232,57 @@ std::optional<LoadResult> CheckCrc(int fd, const Frame& frame,
   return std::nullopt;
 }
 
-// One pass over the payload's fields. With `sink` null it only checks that
+// The messages one pass decodes into (reused), its sinks and its counts.
+struct Delivery {
+  const RecordSink* sink = nullptr;       // null: only check
+  const PauseSink* pause_sink = nullptr;  // null: only check
+  v1::state::Endpoint record;
+  v1::state::Pause pause;
+  int64_t records = 0;
+  int64_t pauses = 0;
+
+  // One known length-delimited field of the Snapshot, read whole: the
+  // writer's name, a pause or an endpoint record, parsed and handed to its
+  // sink. An error text if it does not parse.
+  std::optional<std::string> Field(uint64_t field, const std::string& bytes,
+                                   LoadResult* result) {
+    if (field == kWriterField) {
+      result->writer = bytes;
+    } else if (field == kPausesField) {
+      if (!pause.ParseFromString(bytes)) return "unparsable pause";
+      ++pauses;
+      if (pause_sink != nullptr) (*pause_sink)(pause);
+    } else {
+      if (!record.ParseFromString(bytes)) return "unparsable endpoint";
+      ++records;
+      if (sink != nullptr) (*sink)(record);
+    }
+    return std::nullopt;
+  }
+};
+
+bool KnownLengthDelimited(uint64_t field) {
+  return field == kEndpointsField || field == kPausesField ||
+         field == kWriterField;
+}
+
+// One pass over the payload's fields. With null sinks it only checks that
 // everything parses. Fills `result` (outcome kLoaded) or the failure.
 void ParsePayload(int fd, const Frame& frame, const std::string& path,
                   const RecordSink* sink, const PauseSink* pause_sink,
                   LoadResult* result) {
   PayloadReader in(fd, kSnapshotHeaderBytes,
                    kSnapshotHeaderBytes + frame.payload_bytes);
-  v1::state::Endpoint record;
-  v1::state::Pause pause;
+  Delivery out;
+  out.sink = sink;
+  out.pause_sink = pause_sink;
   std::string bytes;
-  int64_t records = 0;
-  int64_t pauses = 0;
   auto fail = [&](const std::string& what) {
     *result = in.io_error()
                   ? Outcome(LoadOutcome::kUnreadable, path,
                             absl::StrCat("read: ", ErrnoText(errno)))
                   : Outcome(LoadOutcome::kCorrupt, path,
-                            absl::StrCat(what, " (record ", records, ")"));
+                            absl::StrCat(what, " (record ", out.records, ")"));
   };
   while (!in.AtEnd()) {
     uint64_t tag = 0, value = 0;
@@ -269,32 +302,22 @@ void ParsePayload(int fd, const Frame& frame, const std::string& path,
         return fail(absl::StrCat("a field of ", value, " bytes, over the ",
                                  kMaxRecordBytes, "-byte limit"));
       }
-      if (field != kEndpointsField && field != kPausesField &&
-          field != kWriterField) {
+      if (!KnownLengthDelimited(field)) {
         if (!in.Skip(value)) return fail("cut field");
-        continue;
-      }
-      if (!in.ReadBytes(value, &bytes)) return fail("cut field");
-      if (field == kWriterField) {
-        result->writer = bytes;
-      } else if (field == kPausesField) {
-        if (!pause.ParseFromString(bytes)) return fail("unparsable pause");
-        ++pauses;
-        if (pause_sink != nullptr) (*pause_sink)(pause);
-      } else {
-        if (!record.ParseFromString(bytes)) return fail("unparsable endpoint");
-        ++records;
-        if (sink != nullptr) (*sink)(record);
+      } else if (!in.ReadBytes(value, &bytes)) {
+        return fail("cut field");
+      } else if (auto bad = out.Field(field, bytes, result)) {
+        return fail(*bad);
       }
     } else {
       return fail(absl::StrCat("wire type ", wire, " of field ", field));
     }
   }
   result->outcome = LoadOutcome::kLoaded;
-  result->records = records;
-  result->pauses = pauses;
-  result->message = absl::StrCat("state file ", path, ": ", records,
-                                 " endpoint records, ", pauses, " pauses");
+  result->records = out.records;
+  result->pauses = out.pauses;
+  result->message = absl::StrCat("state file ", path, ": ", out.records,
+                                 " endpoint records, ", out.pauses, " pauses");
 }
 
 }  // namespace
