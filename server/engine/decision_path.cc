@@ -253,7 +253,7 @@ Answer RetryDelay(DecisionContext& c, int failed_attempt) {
     // failure came back inside the last-chance window already.
     const absl::Duration left = c.deadline - c.now;
     if (left <= kLastChanceWindow) return Answer::GiveUp(Reason::kDeadline);
-    delay = left - kLastChanceWindow + UniformDuration(c.rng, kLastChanceWindow);
+    delay = LastChanceLanding(c) - c.now;
     reason = Reason::kLastChance;
   }
   // The decorrelated state grows from failures the endpoint did not
@@ -348,8 +348,12 @@ Answer LastChance(DecisionContext& c, Reason r) {
   if (left <= kLastChanceWindow) {
     return Answer::Proceed(Reason::kLastChance, absl::ZeroDuration());
   }
-  return Answer::Defer(r, c.deadline - kLastChanceWindow +
-                              UniformDuration(c.rng, kLastChanceWindow));
+  return Answer::Defer(r, LastChanceLanding(c));
+}
+
+absl::Time LastChanceLanding(DecisionContext& c) {
+  return c.deadline - kLastChanceWindow +
+         UniformDuration(c.rng, kLastChanceWindow - kLastChanceMargin);
 }
 
 }  // namespace stagger::engine

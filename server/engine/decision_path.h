@@ -37,8 +37,11 @@ class EndpointTable;
 // this long before it asks again (even with deferral.spread = 0).
 inline constexpr absl::Duration kMinHalfOpenWait = absl::Milliseconds(100);
 // A delivery whose wait would cross its deadline comes back within this
-// long before the deadline, and then goes as a last-chance attempt.
+// long before the deadline, and then goes as a last-chance attempt ...
 inline constexpr absl::Duration kLastChanceWindow = absl::Seconds(1);
+// ... but no later than this before it: a worker that wakes a little late
+// (a loaded machine, a GC pause) must still find time left to start.
+inline constexpr absl::Duration kLastChanceMargin = absl::Milliseconds(250);
 
 // The facts of one decision on one endpoint.
 struct DecisionContext {
@@ -134,6 +137,9 @@ Answer Park(DecisionContext& c, Reason r, absl::Time target);
 // attempt can start in time, or if this failure already came back inside
 // that window (the delivery has had its last chance).
 Answer LastChance(DecisionContext& c, Reason r);
+// When a last-chance attempt is due: spread over [deadline -
+// kLastChanceWindow, deadline - kLastChanceMargin).
+absl::Time LastChanceLanding(DecisionContext& c);
 
 }  // namespace stagger::engine
 

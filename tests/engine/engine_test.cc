@@ -1097,7 +1097,8 @@ TEST_F(EngineTest, AWaitPastTheDeadlineBecomesALastChance) {
   EXPECT_EQ(d.verdict, Verdict::kDefer);
   EXPECT_EQ(d.reason, Reason::kCircuitOpen);
   EXPECT_GE(d.defer_until, deadline - absl::Seconds(1));
-  EXPECT_LT(d.defer_until, deadline);
+  // (never in the last 250 ms: a worker that wakes late still has time)
+  EXPECT_LT(d.defer_until, deadline - absl::Milliseconds(250));
   // ... and then goes, through the open breaker: its last chance.
   clock_.Set(d.defer_until);
   const Decision last = Admit(kEp, 2, deadline);
@@ -1116,6 +1117,32 @@ TEST_F(EngineTest, AWaitPastTheDeadlineBecomesALastChance) {
   // With time to spare: deferred as usual.
   EXPECT_EQ(Admit(kEp, 2, deadline + absl::Minutes(1)).reason,
             Reason::kCircuitOpen);
+}
+
+TEST_F(EngineTest, LastChanceLandsBetweenOneSecondAndAQuarterBeforeTheDeadline) {
+  // Every way to a last chance (a backoff delay or a parked wait that
+  // would cross the deadline) lands in [deadline - 1s, deadline - 250ms):
+  // a worker that wakes up to 250 ms late still starts its attempt.
+  Make(NoBreaker());
+  // How long before the deadline each attempt lands: the closest and the
+  // farthest seen.
+  absl::Duration closest = absl::InfiniteDuration();
+  absl::Duration farthest = -absl::InfiniteDuration();
+  for (int i = 0; i < 500; ++i) {
+    const std::string ep = absl::StrCat("https://last-chance.example/", i);
+    const absl::Time deadline = clock_.Now() + absl::Seconds(3);
+    // A 1 h Retry-After: far past the deadline.
+    const Decision d = Report(ep, 1, Outcome::kRateLimited, absl::Hours(1),
+                              deadline);
+    ASSERT_EQ(d.reason, Reason::kLastChance) << i;
+    const absl::Duration before = deadline - (clock_.Now() + d.delay);
+    closest = std::min(closest, before);
+    farthest = std::max(farthest, before);
+  }
+  EXPECT_GT(closest, absl::Milliseconds(250));
+  EXPECT_LT(closest, absl::Milliseconds(300)) << "the window is used whole";
+  EXPECT_LE(farthest, absl::Seconds(1));
+  EXPECT_GT(farthest, absl::Milliseconds(950)) << "the window is used whole";
 }
 
 TEST_F(EngineTest, DeadlineGiveUpLeavesTheBackoffStateAlone) {
