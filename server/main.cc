@@ -107,7 +107,8 @@ absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
 }
 
 // Every refusal that needs nothing started: transport limits, the config
-// file, the state file's interval, the drain times, the replicas.
+// file, the state file's interval, the config poll interval, the drain
+// times, the replicas.
 absl::StatusOr<CheckedFlags> CheckFlags() {
   CheckedFlags checked;
   checked.limits = TransportLimitsFromFlags();
@@ -122,6 +123,11 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
   checked.state_file = {absl::GetFlag(FLAGS_state_file),
                         absl::GetFlag(FLAGS_state_save_interval)};
   if (absl::Status s = daemon::CheckStateFile(checked.state_file); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = daemon::CheckConfigPollInterval(
+          absl::GetFlag(FLAGS_config_poll_interval));
+      !s.ok()) {
     return s;
   }
   checked.drain = {absl::GetFlag(FLAGS_drain_grace),

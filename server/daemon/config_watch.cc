@@ -7,6 +7,17 @@
 
 namespace stagger::daemon {
 
+absl::Status CheckConfigPollInterval(absl::Duration poll_interval) {
+  if (poll_interval > absl::ZeroDuration() &&
+      poll_interval <= kMaxConfigPollInterval) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--config_poll_interval: must be in (0, ",
+      absl::FormatDuration(kMaxConfigPollInterval), "], got ",
+      absl::FormatDuration(poll_interval)));
+}
+
 absl::StatusOr<std::unique_ptr<config::ConfigReloader>> StartConfigWatch(
     const StartupConfig& startup, absl::Duration poll_interval,
     engine::Engine* engine, metrics::ServerMetrics* metrics) {

@@ -5,9 +5,11 @@
 // result in stagger_config_reloads_total{result}. Without a file (embedded
 // defaults) there is nothing to watch: returns nullptr.
 //
-// Errors: InvalidArgument for poll_interval <= 0 (the message names
-// --config_poll_interval); staggerd then exits kExitStartupFailure.
-// `engine` and `metrics` must outlive the returned reloader.
+// CheckConfigPollInterval runs with the other flag checks, before anything
+// starts: the interval must be in (0, kMaxConfigPollInterval], with or
+// without a file (InvalidArgument naming --config_poll_interval; staggerd
+// exits kExitBadConfig). StartConfigWatch still refuses an interval <= 0
+// the same way. `engine` and `metrics` must outlive the returned reloader.
 #ifndef STAGGER_SERVER_DAEMON_CONFIG_WATCH_H_
 #define STAGGER_SERVER_DAEMON_CONFIG_WATCH_H_
 
@@ -21,6 +23,9 @@
 #include "server/metrics/server_metrics.h"
 
 namespace stagger::daemon {
+
+inline constexpr absl::Duration kMaxConfigPollInterval = absl::Hours(1);
+absl::Status CheckConfigPollInterval(absl::Duration poll_interval);
 
 absl::StatusOr<std::unique_ptr<config::ConfigReloader>> StartConfigWatch(
     const StartupConfig& startup, absl::Duration poll_interval,

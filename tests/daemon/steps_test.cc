@@ -111,5 +111,16 @@ TEST(StartConfigWatch, ABadPollIntervalIsNamedByItsFlag) {
               HasSubstr("--config_poll_interval: "));
 }
 
+TEST(CheckConfigPollInterval, AcceptsUpToAnHourAndNamesTheFlag) {
+  EXPECT_TRUE(CheckConfigPollInterval(absl::Milliseconds(1)).ok());
+  EXPECT_TRUE(CheckConfigPollInterval(absl::Hours(1)).ok());
+  for (absl::Duration bad : {absl::ZeroDuration(), absl::Seconds(-1),
+                             absl::Hours(1) + absl::Seconds(1)}) {
+    const absl::Status s = CheckConfigPollInterval(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--config_poll_interval: must be in"));
+  }
+}
+
 }  // namespace
 }  // namespace stagger::daemon

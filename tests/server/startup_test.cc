@@ -191,6 +191,18 @@ TEST(StartupTest, NegativeOrHugeDrainTimesExitTwoNamingTheFlag) {
   EXPECT_THAT(err, Not(HasSubstr("listening on")));
 }
 
+TEST(StartupTest, BadConfigPollIntervalExitsTwoEvenWithoutAConfigFile) {
+  for (const char* bad : {"0", "-1s", "2h"}) {
+    std::string err;
+    const int code = ExitCodeOf({"--address=127.0.0.1:0", "--metrics_address=",
+                                 absl::StrCat("--config_poll_interval=", bad)},
+                                &err);
+    EXPECT_EQ(code, 2) << bad;
+    EXPECT_THAT(err, HasSubstr("--config_poll_interval: must be in (0, 1h]"))
+        << bad;
+  }
+}
+
 TEST(StartupTest, TransportLimitFlagsAreAccepted) {
   auto d = StaggerdProcess::Start(
       STAGGERD_PATH,
