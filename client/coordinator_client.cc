@@ -280,8 +280,7 @@ CoordinatorClient::Impl::MakeView(const std::vector<Member>& members,
 
 void CoordinatorClient::Impl::Housekeeping() {
   const absl::Duration evict_every =
-      std::clamp(options_.local_policy.limits.idle_eviction / 10,
-                 absl::Seconds(1), absl::Seconds(60));
+      engine::EvictionPeriod(options_.local_policy.limits.idle_eviction);
   absl::Time next_eviction = absl::Now() + evict_every;
   absl::Time next_dns = absl::Now() + options_.dns_refresh;
   while (!stop_.WaitForNotificationWithTimeout(

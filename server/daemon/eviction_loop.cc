@@ -1,13 +1,8 @@
 #include "server/daemon/eviction_loop.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace stagger::daemon {
-
-absl::Duration EvictionPeriod(absl::Duration idle_eviction) {
-  return std::clamp(idle_eviction / 10, kMinEvictionPeriod, kMaxEvictionPeriod);
-}
 
 EvictionLoop::EvictionLoop(engine::Engine* engine)
     : engine_(engine), wait_([this](absl::Duration period) {
@@ -20,7 +15,7 @@ EvictionLoop::EvictionLoop(engine::Engine* engine, Wait wait)
 EvictionLoop::~EvictionLoop() { Stop(); }
 
 absl::Duration EvictionLoop::CurrentPeriod() const {
-  return EvictionPeriod(engine_->config().limits.idle_eviction);
+  return engine::EvictionPeriod(engine_->config().limits.idle_eviction);
 }
 
 void EvictionLoop::Start() {

@@ -4,9 +4,8 @@
 // a reload that changes limits.idle_eviction changes the period from the
 // next round on (the round already waiting keeps its period).
 //
-// The period is a tenth of the idle-eviction age, clamped to [1s, 60s]: an
-// endpoint is dropped at most 10% (or 60 s) after it went idle, and the
-// sweep (one pass over the table) runs at most once a second.
+// The period is the engine's EvictionPeriod (engine_config.h): a tenth of
+// the idle-eviction age, clamped to [1s, 60s].
 //
 // Waiting is injected: `wait(period)` blocks for up to `period` and returns
 // true when the loop must stop. The default waits on a Notification that
@@ -26,12 +25,6 @@
 #include "server/engine/engine.h"
 
 namespace stagger::daemon {
-
-inline constexpr absl::Duration kMinEvictionPeriod = absl::Seconds(1);
-inline constexpr absl::Duration kMaxEvictionPeriod = absl::Seconds(60);
-
-// clamp(idle_eviction / 10, kMinEvictionPeriod, kMaxEvictionPeriod).
-absl::Duration EvictionPeriod(absl::Duration idle_eviction);
 
 class EvictionLoop {
  public:

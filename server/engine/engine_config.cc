@@ -8,6 +8,7 @@
 // "3600s"), so the value in the message is the value to write.
 #include "server/engine/engine_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -303,6 +304,10 @@ absl::Status ValidateEngineConfig(const EngineConfig& config) {
   ValidationErrors errors;
   ValidateEngineConfig(config, &errors);
   return errors.ToStatus();
+}
+
+absl::Duration EvictionPeriod(absl::Duration idle_eviction) {
+  return std::clamp(idle_eviction / 10, kMinEvictionPeriod, kMaxEvictionPeriod);
 }
 
 }  // namespace stagger::engine

@@ -88,6 +88,15 @@ struct Limits {
   int max_batch_size = ranges::kLimitsMaxBatchSize.default_value;
 };
 
+// How often whoever owns an engine (staggerd, the client's local fallback)
+// calls Engine::EvictIdle: a tenth of the idle-eviction age, clamped to
+// [kMinEvictionPeriod, kMaxEvictionPeriod], so an endpoint is dropped at
+// most 10% (or 60 s) after it went idle and the sweep (one pass over the
+// table) runs at most once a second.
+inline constexpr absl::Duration kMinEvictionPeriod = absl::Seconds(1);
+inline constexpr absl::Duration kMaxEvictionPeriod = absl::Seconds(60);
+absl::Duration EvictionPeriod(absl::Duration idle_eviction);
+
 struct PolicyOverride {
   enum class Match : uint8_t { kPrefix, kGlob };
   Match match = Match::kPrefix;

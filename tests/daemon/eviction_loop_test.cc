@@ -30,6 +30,7 @@ engine::AdmitInput AdmitTo(absl::string_view endpoint) {
 }
 
 TEST(EvictionPeriod, IsATenthOfTheIdleAgeClampedToOneSecondAndOneMinute) {
+  using engine::EvictionPeriod;
   EXPECT_EQ(EvictionPeriod(absl::Seconds(100)), absl::Seconds(10));
   EXPECT_EQ(EvictionPeriod(absl::Seconds(1)), absl::Seconds(1));  // range min
   EXPECT_EQ(EvictionPeriod(absl::Seconds(5)), absl::Seconds(1));
