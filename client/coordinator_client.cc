@@ -309,15 +309,7 @@ absl::StatusOr<std::vector<Member>> CoordinatorClient::Impl::ResolveMembers()
     return absl::UnavailableError(absl::StrCat(
         "dns:///", spec_.dns_host, ":", spec_.dns_port, ": no members"));
   }
-  // Sorted by name, one per name (a custom resolver may not be).
-  std::sort(found->begin(), found->end(),
-            [](const Member& a, const Member& b) { return a.name < b.name; });
-  found->erase(std::unique(found->begin(), found->end(),
-                           [](const Member& a, const Member& b) {
-                             return a.name == b.name;
-                           }),
-               found->end());
-  return found;
+  return SortedByName(*std::move(found));
 }
 
 void CoordinatorClient::Impl::RefreshDns() {

@@ -132,7 +132,6 @@ absl::StatusOr<std::vector<Member>> ResolveDnsMembers(absl::string_view host,
   }
   std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(found, freeaddrinfo);
   std::vector<Member> out;
-  absl::flat_hash_set<std::string> names;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
     char ptr[NI_MAXHOST] = {};
     Member m;
@@ -145,16 +144,24 @@ absl::StatusOr<std::vector<Member>> ResolveDnsMembers(absl::string_view host,
       m.target = absl::StrCat(AddressLiteral(a->ai_addr), ":", port);
       m.name = m.target;
     }
-    if (names.insert(m.name).second) out.push_back(std::move(m));
+    out.push_back(std::move(m));
   }
   if (out.empty()) {
     return absl::UnavailableError(
         absl::StrCat("dns:///", host, ":", port, ": no addresses"));
   }
-  std::sort(out.begin(), out.end(), [](const Member& a, const Member& b) {
-    return a.name < b.name;
-  });
-  return out;
+  return SortedByName(std::move(out));
+}
+
+std::vector<Member> SortedByName(std::vector<Member> members) {
+  std::stable_sort(members.begin(), members.end(),
+                   [](const Member& a, const Member& b) { return a.name < b.name; });
+  members.erase(std::unique(members.begin(), members.end(),
+                            [](const Member& a, const Member& b) {
+                              return a.name == b.name;
+                            }),
+                members.end());
+  return members;
 }
 
 }  // namespace stagger::client

@@ -66,6 +66,10 @@ absl::StatusOr<MemberSpec> ParseMembers(absl::string_view target);
 absl::StatusOr<std::vector<Member>> ResolveDnsMembers(absl::string_view host,
                                                       absl::string_view port);
 
+// `members` sorted by name, keeping the first of each name (the form the
+// client compares and hashes over).
+std::vector<Member> SortedByName(std::vector<Member> members);
+
 // Where a dns:/// target's members come from: (host, port) -> members.
 // ResolveDnsMembers by default; another membership source (a service
 // registry, a test's script) may stand in (ClientOptions::resolve_members).

@@ -76,5 +76,11 @@ TEST(ResolveDnsMembers, LocalhostResolvesToNamedMembers) {
             absl::StatusCode::kUnavailable);
 }
 
+TEST(SortedByName, SortsAndKeepsTheFirstOfEachName) {
+  const std::vector<Member> got = SortedByName(
+      {{"b", "10.0.0.2:1"}, {"a", "10.0.0.1:1"}, {"b", "10.0.0.9:1"}});
+  EXPECT_EQ(got, (std::vector<Member>{{"a", "10.0.0.1:1"}, {"b", "10.0.0.2:1"}}));
+}
+
 }  // namespace
 }  // namespace stagger::client
