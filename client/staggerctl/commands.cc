@@ -5,6 +5,7 @@
 #include <ostream>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -48,15 +49,11 @@ int Fail(const grpc::Status& s, const CommandOptions& o, absl::string_view cmd,
     default:
       break;
   }
-  static const char* const kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-      "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-  const int c = static_cast<int>(s.error_code());
+  // gRPC's codes are the canonical codes, number for number; Abseil names
+  // them (and says UNKNOWN for a number it does not know).
   err << "staggerctl " << cmd << ": "
-      << (c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN") << ": "
-      << s.error_message() << hint << "\n";
+      << absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))
+      << ": " << s.error_message() << hint << "\n";
   return code;
 }
 

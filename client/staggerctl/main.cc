@@ -12,6 +12,7 @@
 #include "client/staggerctl/args.h"
 #include "client/staggerctl/commands.h"
 #include "client/staggerctl/fan_out.h"
+#include "client/staggerctl/grpc_shutdown.h"
 #include "client/tls_options.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:50051",
@@ -58,10 +59,13 @@ int main(int argc, char** argv) {
     std::cerr << "staggerctl: --timeout and --limit must be > 0\n";
     return ctl::kUsage;
   }
-  return ctl::RunOnEachAddress(
+  const int code = ctl::RunOnEachAddress(
       parsed->args, options,
       [&tls](const std::string& address) {
         return stagger::client::MakeChannel(address, tls);
       },
       std::cout, std::cerr);
+  // Every channel is gone; let gRPC finish its clean-up before exiting.
+  ctl::WaitForGrpcShutdown(absl::Seconds(2));
+  return code;
 }
