@@ -1,34 +1,13 @@
 #include "client/tls_options.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "proto/wire/pem_file.h"
 
 namespace stagger::client {
-namespace {
-
-absl::Status CheckPem(const char* flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": cannot be read"));
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (bytes.str().find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": not a PEM file"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status CheckClientTlsOptions(const ClientTlsOptions& tls) {
   if (!tls.enabled()) {
     if (!tls.cert_file.empty() || !tls.key_file.empty() ||
@@ -48,12 +27,17 @@ absl::Status CheckClientTlsOptions(const ClientTlsOptions& tls) {
     return absl::InvalidArgumentError(
         "TLS refresh interval: must be in [1s, 1h]");
   }
-  if (absl::Status s = CheckPem("tls_ca_file", tls.ca_file); !s.ok()) return s;
-  if (tls.cert_file.empty()) return absl::OkStatus();
-  if (absl::Status s = CheckPem("tls_cert_file", tls.cert_file); !s.ok()) {
+  if (absl::Status s = wire::ReadPemFile("tls_ca_file", tls.ca_file).status();
+      !s.ok()) {
     return s;
   }
-  return CheckPem("tls_key_file", tls.key_file);
+  if (tls.cert_file.empty()) return absl::OkStatus();
+  if (absl::Status s =
+          wire::ReadPemFile("tls_cert_file", tls.cert_file).status();
+      !s.ok()) {
+    return s;
+  }
+  return wire::ReadPemFile("tls_key_file", tls.key_file).status();
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>

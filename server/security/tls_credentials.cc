@@ -6,40 +6,17 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include <fstream>
-#include <sstream>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "proto/wire/pem_file.h"
 
 namespace stagger::security {
 namespace {
-
-// Largest PEM file read at start-up (a long chain or a CA bundle fits).
-constexpr size_t kMaxPemBytes = 1 << 20;
-
-absl::StatusOr<std::string> ReadPem(const std::string& flag,
-                                    const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": cannot be read"));
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  std::string s = bytes.str();
-  if (s.size() > kMaxPemBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "=", path, ": over the limit of ", kMaxPemBytes, " bytes"));
-  }
-  if (s.find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": not a PEM file"));
-  }
-  return s;
-}
 
 struct BioDeleter {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -80,9 +57,11 @@ absl::Status CheckServerTlsFiles(const ServerTlsFiles& files) {
     return absl::InvalidArgumentError(
         "TLS needs both --tls_cert_file and --tls_key_file");
   }
-  absl::StatusOr<std::string> cert = ReadPem("tls_cert_file", files.cert_file);
+  absl::StatusOr<std::string> cert =
+      wire::ReadPemFile("tls_cert_file", files.cert_file);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem("tls_key_file", files.key_file);
+  absl::StatusOr<std::string> key =
+      wire::ReadPemFile("tls_key_file", files.key_file);
   if (!key.ok()) return key.status();
   X509Ptr leaf = FirstCert(*cert);
   if (leaf == nullptr) {
@@ -106,7 +85,7 @@ absl::Status CheckServerTlsFiles(const ServerTlsFiles& files) {
   }
   if (files.mutual()) {
     absl::StatusOr<std::string> ca =
-        ReadPem("tls_client_ca_file", files.client_ca_file);
+        wire::ReadPemFile("tls_client_ca_file", files.client_ca_file);
     if (!ca.ok()) return ca.status();
     if (FirstCert(*ca) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
