@@ -7,7 +7,8 @@
 // and CatalogLabels in metric_registration.h; no metric or label name is
 // spelled anywhere else). So do the checks of everything that refers to
 // metrics: tests/metrics/metric_catalog_test.cc holds the registrations and
-// README's metric table to it; the deploy checks (tests/deploy) hold the
+// README's metric table to it (each histogram's row names the first and last
+// of ServerMetrics' bucket bounds); the deploy checks (tests/deploy) hold the
 // Prometheus rules, their unit tests and the Grafana dashboard to it, and
 // the live scrape test holds staggerd's /metrics page to it, both through
 // the JSON that `stagger-metric-catalog` prints (CatalogJson()).

@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/client_metrics.h"
@@ -270,6 +272,7 @@ struct ReadmeRow {
   std::string type;
   // label name -> values as written ("2..K" kept as is), in README order.
   std::vector<std::pair<std::string, std::vector<std::string>>> labels;
+  std::string meaning;
 };
 
 // The cells of a Markdown table row, trimmed; "\|" (a value list's
@@ -293,7 +296,8 @@ ReadmeRow ParseRow(const std::vector<std::string>& cells) {
   ReadmeRow row{std::string(absl::StripSuffix(
                     absl::StripPrefix(cells[0], "`"), "`")),
                 cells[1],
-                {}};
+                {},
+                cells[3]};
   for (std::sregex_iterator it(cells[2].begin(), cells[2].end(), label_re), end;
        it != end; ++it) {
     std::vector<std::string> values;
@@ -349,12 +353,50 @@ bool SameValues(const std::vector<std::string>& readme, LabelSet set) {
   return got == want;
 }
 
+// A histogram's bucket bounds, from the code that registers it.
+const std::vector<double>* BucketsOf(MetricId id) {
+  switch (id) {
+    case MetricId::kRetryDelay: return &ServerMetrics::RetryDelayBuckets();
+    case MetricId::kRpcDuration: return &ServerMetrics::RpcDurationBuckets();
+    case MetricId::kBatchSize: return &ServerMetrics::BatchSizeBuckets();
+    default: return nullptr;
+  }
+}
+
+// A bound as README writes it: "10 µs", "1 ms", "60 s" for a _seconds
+// metric, the plain number otherwise.
+std::string BoundText(double v, bool seconds) {
+  if (!seconds) return absl::StrCat(v);
+  if (v < 0.001) return absl::StrCat(v * 1e6, " µs");
+  if (v < 1) return absl::StrCat(v * 1e3, " ms");
+  return absl::StrCat(v, " s");
+}
+
+// README's row of a histogram says "buckets FIRST .. LAST".
+void BucketsVsRow(const ReadmeRow& row, const MetricSpec& m,
+                  std::vector<std::string>& errors) {
+  const std::string name(m.name);
+  const std::vector<double>* b = BucketsOf(m.id);
+  if (b == nullptr || b->empty()) {
+    errors.push_back(name + ": a histogram this test has no buckets for");
+    return;
+  }
+  const bool seconds =
+      absl::EndsWith(absl::string_view(m.name.data(), m.name.size()), "_seconds");
+  const std::string want = absl::StrCat("buckets ", BoundText(b->front(), seconds),
+                                        " .. ", BoundText(b->back(), seconds));
+  if (!absl::StrContains(absl::AsciiStrToLower(row.meaning), want)) {
+    errors.push_back(name + ": README does not say \"" + want + "\"");
+  }
+}
+
 void RowVsSpec(const ReadmeRow& row, const MetricSpec& m,
                std::vector<std::string>& errors) {
   const std::string name(m.name);
   if (row.type != MetricTypeName(m.type)) {
     errors.push_back(name + ": README says " + row.type);
   }
+  if (m.type == MetricType::kHistogram) BucketsVsRow(row, m, errors);
   if (static_cast<int>(row.labels.size()) != m.num_labels) {
     errors.push_back(name + ": README lists another number of labels");
     return;
@@ -435,7 +477,7 @@ TEST(MetricCatalog, ReadmeCountsTheDecisionSeries) {
 }
 
 // The README check bites: a renamed metric, a wrong type, a missing label
-// value, a wrong range, an extra row and rows out of order are reported.
+// value, a wrong range, wrong histogram buckets, an extra row and rows out of order are reported.
 TEST(MetricCatalog, ReadmeCheckCatchesDrift) {
   const std::string readme = ReadReadme();
   auto mutate = [&](const std::string& from, const std::string& to) {
@@ -457,6 +499,9 @@ TEST(MetricCatalog, ReadmeCheckCatchesDrift) {
               Contains(HasSubstr("values of reason differ")));
   EXPECT_THAT(mutate("`attempt` = 2..K\\|overflow", "`attempt` = 3..K\\|overflow"),
               Contains(HasSubstr("values of attempt differ")));
+  EXPECT_THAT(mutate("buckets 10 µs .. 1 s", "buckets 10 µs .. 2 s"),
+              Contains(HasSubstr("stagger_rpc_duration_seconds: README does "
+                                 "not say \"buckets 10 µs .. 1 s\"")));
   EXPECT_THAT(mutate("\\|force_breaker |", " |"),
               Contains(HasSubstr("values of action differ")));
   EXPECT_THAT(mutate("| `stagger_client_coordinator_up` | gauge | |",
