@@ -3,6 +3,8 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/daemon/exit_codes.h"
 
 namespace stagger::daemon {
 
@@ -12,13 +14,15 @@ bool IsStaggerdFlagFile(absl::string_view filename) {
 }
 
 void InstallUsage() {
-  absl::SetProgramUsageMessage(
+  absl::SetProgramUsageMessage(absl::StrCat(
       "Stagger retry coordinator: gRPC on --address, Prometheus /metrics on "
       "--metrics_address, configuration from --config (embedded defaults "
       "without it). SIGHUP reloads the config file; SIGTERM/SIGINT drain "
-      "and exit 0. Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad "
-      "configuration or flag. Every flag is listed below and in README.md "
-      "(\"Running staggerd\").");
+      "and exit ", kExitClean, ". Exit codes: ", kExitClean,
+      " clean shutdown, ", kExitStartupFailure, " start-up failure, ",
+      kExitBadConfig,
+      " bad configuration or flag. Every flag is listed below and in "
+      "README.md (\"Running staggerd\")."));
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = IsStaggerdFlagFile;
   config.contains_help_flags = IsStaggerdFlagFile;
