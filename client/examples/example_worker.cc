@@ -17,7 +17,7 @@
 //                                        "Retry-After: retry_after_seconds"
 //   otherwise                            HTTP 200, with 3% HTTP 500
 // Deliveries arrive evenly over --arrival_seconds (defaults: 200 over 12 s,
-// 32 workers; a run takes 15-20 s). A worker holds its delivery through a
+// 32 workers; a run takes 15-30 s). A worker holds its delivery through a
 // PROCEED delay (RetryLoop waits it out); a deferred delivery is parked in
 // the worker queue until its defer time (the way a queue consumer would set
 // a redelivery delay) and the worker takes the next one. The run stops when

@@ -235,36 +235,46 @@ GateAnswer Overload(DecisionContext& c, bool overload) {
 
 Answer RetryDelay(DecisionContext& c, int failed_attempt) {
   EndpointState& st = c.st;
-  absl::Duration delay =
+  const absl::Duration policy_delay =
       NextBackoff(c.p.backoff, failed_attempt,
                   absl::Nanoseconds(st.previous_delay_ns), c.rng);
-  const absl::Duration policy_delay = delay;
-  Reason reason = Reason::kBackoff;
+  Answer a = Answer::Proceed(Reason::kBackoff, policy_delay);
   // The fleet-wide Retry-After (this report's, or one another worker
   // reported) wins over the computed delay; the retry lands spread after
   // the instant the endpoint named, not on it.
   const absl::Duration ra_left = FromNanos(st.retry_after_until_ns) - c.now;
-  if (ra_left > absl::ZeroDuration() && ra_left >= delay) {
-    delay = ra_left + UniformDuration(c.rng, c.p.deferral.spread);
-    reason = Reason::kRetryAfter;
+  if (ra_left > absl::ZeroDuration() && ra_left >= policy_delay) {
+    a = Answer::Proceed(Reason::kRetryAfter,
+                        ra_left + UniformDuration(c.rng, c.p.deferral.spread));
   }
-  if (c.now + delay > c.deadline) {
-    // Shortened to start before the deadline: the last chance, unless this
-    // failure came back inside the last-chance window already.
-    const absl::Duration left = c.deadline - c.now;
-    if (left <= kLastChanceWindow) return Answer::GiveUp(Reason::kDeadline);
-    delay = LastChanceLanding(c) - c.now;
-    reason = Reason::kLastChance;
-  }
+  a = FitBeforeDeadline(c, a);
+  if (a.verdict == Verdict::kGiveUp) return a;
   // The decorrelated state grows from failures the endpoint did not
   // schedule itself: while its Retry-After window is in force, the window
   // paces the retries, and a burst of such reports must not push the
-  // fleet's backoff to the cap.
+  // fleet's backoff to the cap. It keeps the policy's draw, not a
+  // shortened one: the deadline is this delivery's, the state the fleet's.
   if (c.p.backoff.kind == BackoffKind::kDecorrelatedJitter &&
       ra_left <= absl::ZeroDuration()) {
     st.previous_delay_ns = absl::ToInt64Nanoseconds(policy_delay);
   }
-  return Answer::Proceed(reason, delay);
+  return a;
+}
+
+Answer FitBeforeDeadline(DecisionContext& c, const Answer& a) {
+  const absl::Duration left = c.deadline - c.now;
+  const absl::Duration room = left - kLastChanceWindow;
+  const absl::Duration base = c.p.backoff.base;
+  // A backoff that would leave no room for another attempt, while there is
+  // room for one before the last-chance window: redraw over that room.
+  if (a.reason == Reason::kBackoff && a.delay > room && room > base) {
+    return Answer::Proceed(Reason::kBackoff,
+                           base + UniformDuration(c.rng, room - base));
+  }
+  if (a.delay <= left) return a;  // starts in time
+  // This failure came back inside the last-chance window: it was the last.
+  if (left <= kLastChanceWindow) return Answer::GiveUp(Reason::kDeadline);
+  return Answer::Proceed(Reason::kLastChance, LastChanceLanding(c) - c.now);
 }
 
 // ---- Learning ---------------------------------------------------------

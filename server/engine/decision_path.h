@@ -12,7 +12,8 @@
 //           learnt, nothing changed); (refresh the breaker) success / not
 //           retryable: the endpoint answered, done. A failure: LearnFromFailure, then
 //           AttemptLimit, BreakerOpen, HalfOpenBusy, Overload, BudgetEmpty,
-//           RetryDelay (policy delay, Retry-After, deadline: last chance).
+//           RetryDelay (policy delay, Retry-After, fitted before the
+//           deadline).
 // A gate that makes the delivery wait parks it (Park: a check-in, or a slot
 // on the endpoint's release queue), or gives it its last chance when the
 // wait would cross its deadline. README, "The decision order", is the
@@ -109,9 +110,19 @@ GateAnswer ReleasePace(DecisionContext& c);
 // takes): wait for the next slot at the new pace.
 GateAnswer Overload(DecisionContext& c, bool overload);
 // The last gate of a failure: the policy's delay, or the endpoint's
-// Retry-After if longer; shortened to a last chance before the deadline.
+// Retry-After if longer, fitted before the deadline (FitBeforeDeadline).
 // `failed_attempt` is the attempt that failed.
 Answer RetryDelay(DecisionContext& c, int failed_attempt);
+// A retry `a` (PROCEED with reason kBackoff or kRetryAfter) and the
+// deadline. A backoff that would land inside the last kLastChanceWindow or
+// past the deadline is redrawn uniformly over [base, deadline -
+// kLastChanceWindow) when that is longer than base: the delivery keeps room
+// for more attempts instead of waiting out its deadline for one. Otherwise
+// a retry that would start past the deadline goes as the last chance
+// (LastChanceLanding), or GIVE_UP(DEADLINE) if this failure already came
+// back inside the window. A Retry-After is never redrawn earlier: the
+// endpoint named its instant. Anything else is returned as it is.
+Answer FitBeforeDeadline(DecisionContext& c, const Answer& a);
 
 // Learning. The breaker may change state (Refresh: an OPEN breaker past its
 // time half-opens); the capacity estimator hears whether the gate is open.

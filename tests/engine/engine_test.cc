@@ -55,6 +55,14 @@ EngineConfig NoBreaker() {
   return c;
 }
 
+// No breaker; backoff 1 s * 2^(n-1), capped at 30 s (the default cap).
+EngineConfig ExponentialFromOneSecond() {
+  EngineConfig c = NoBreaker();
+  c.default_policy.backoff.kind = BackoffKind::kExponential;
+  c.default_policy.backoff.base = absl::Seconds(1);
+  return c;
+}
+
 class EngineTest : public ::testing::Test {
  protected:
   void Make(EngineConfig c) {
@@ -1143,6 +1151,86 @@ TEST_F(EngineTest, LastChanceLandsBetweenOneSecondAndAQuarterBeforeTheDeadline) 
   EXPECT_LT(closest, absl::Milliseconds(300)) << "the window is used whole";
   EXPECT_LE(farthest, absl::Seconds(1));
   EXPECT_GT(farthest, absl::Milliseconds(950)) << "the window is used whole";
+}
+
+TEST_F(EngineTest, ABackoffPastTheDeadlineIsRedrawnOverTheTimeLeft) {
+  // The fleet's backoff is at its cap (30 s) and the delivery has 10 s
+  // left: rather than wait out its whole deadline for one last attempt, the
+  // retry is drawn over [base, deadline - 1 s), so that it keeps room for
+  // more attempts if this one fails too.
+  EngineConfig c = ExponentialFromOneSecond();
+  Make(c);
+  absl::Duration lo = absl::InfiniteDuration(), hi = absl::ZeroDuration();
+  for (int i = 0; i < 500; ++i) {
+    const absl::Time deadline = clock_.Now() + absl::Seconds(10);
+    // Attempt 7 failed: 1 s * 2^6 = 64 s, capped at 30 s.
+    const Decision d = Report(absl::StrCat("https://redraw.example/", i), 7,
+                              Outcome::kRetryableFailure, std::nullopt,
+                              deadline);
+    ASSERT_EQ(d.verdict, Verdict::kProceed) << i;
+    ASSERT_EQ(d.reason, Reason::kBackoff) << i;
+    ASSERT_GE(d.delay, absl::Seconds(1)) << i;  // never under the base
+    ASSERT_LT(d.delay, absl::Seconds(9)) << i;  // before the last second
+    lo = std::min(lo, d.delay);
+    hi = std::max(hi, d.delay);
+  }
+  EXPECT_LT(lo, absl::Milliseconds(1100)) << "spread over the time left";
+  EXPECT_GT(hi, absl::Milliseconds(8900)) << "spread over the time left";
+}
+
+TEST_F(EngineTest, ABackoffLandingInTheLastSecondIsRedrawnToo) {
+  // An 8 s backoff with 8.5 s left would start in time, but inside the
+  // last second: if it failed, no time would be left for another attempt.
+  // It is redrawn over [base, deadline - 1 s) like one past the deadline.
+  EngineConfig c = ExponentialFromOneSecond();
+  Make(c);
+  // Attempt 4 failed: 1 s * 2^3.
+  ASSERT_EQ(Report(kEp, 4, Outcome::kRetryableFailure).delay, absl::Seconds(8));
+  for (int i = 0; i < 100; ++i) {
+    const absl::Time deadline = clock_.Now() + absl::Milliseconds(8500);
+    const Decision d =
+        Report(absl::StrCat("https://last-second.example/", i), 4,
+               Outcome::kRetryableFailure, std::nullopt, deadline);
+    ASSERT_EQ(d.reason, Reason::kBackoff) << i;
+    ASSERT_GE(d.delay, absl::Seconds(1)) << i;
+    ASSERT_LT(d.delay, absl::Milliseconds(7500)) << i;
+  }
+  // With 9 s left it starts 1 s before the deadline: left as it is.
+  EXPECT_EQ(Report(kEp, 4, Outcome::kRetryableFailure, std::nullopt,
+                   clock_.Now() + absl::Seconds(9))
+                .delay,
+            absl::Seconds(8));
+}
+
+TEST_F(EngineTest, AFailingDeliveryNearItsDeadlineGetsSeveralAttemptsThenItsLastChance) {
+  // Every retry's backoff would cross the deadline (20 s left, delays at
+  // the 30 s cap). Each failure redraws within what is left, until less
+  // than the base is left before the last second: then the last chance,
+  // and after it fails, GIVE_UP(DEADLINE), with the deadline not yet
+  // passed.
+  EngineConfig c = ExponentialFromOneSecond();
+  c.default_policy.backoff.max_attempts = 100;
+  c.default_policy.budget.min_retries_per_second = 100;
+  for (int run = 0; run < 50; ++run) {
+    Make(c);
+    const absl::Time deadline = clock_.Now() + absl::Seconds(20);
+    std::vector<Reason> reasons;
+    int attempt = 7;  // past the cap already
+    for (;;) {
+      const Decision d = Report(kEp, attempt, Outcome::kRetryableFailure,
+                                std::nullopt, deadline);
+      reasons.push_back(d.reason);
+      if (d.verdict != Verdict::kProceed) break;
+      ASSERT_LE(clock_.Now() + d.delay, deadline - absl::Milliseconds(250));
+      clock_.Advance(d.delay);
+      ++attempt;
+    }
+    ASSERT_GE(reasons.size(), 3u) << "at least one redrawn backoff";
+    EXPECT_EQ(reasons.front(), Reason::kBackoff);
+    EXPECT_EQ(reasons[reasons.size() - 2], Reason::kLastChance);
+    EXPECT_EQ(reasons.back(), Reason::kDeadline);
+    EXPECT_LT(clock_.Now(), deadline);
+  }
 }
 
 TEST_F(EngineTest, DeadlineGiveUpLeavesTheBackoffStateAlone) {
