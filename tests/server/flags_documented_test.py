@@ -16,6 +16,13 @@ are staggerd's own (Abseil's are elsewhere). Then:
      backticks (`10s`, `0.0.0.0:50051`), or with "empty" for an empty
      string; and its meaning is not empty.
 
+  4. README's "Transport limits" table (under "## Limits") repeats some
+     of those defaults in words: each flag a row names in its flag cell
+     must exist, and its default, written the way the table writes it
+     (67108864 as "64 MiB", 30m as "30 min", 10s as "10 s"), must appear in
+     the row's default cell, or in parentheses right after the flag
+     ("`--max_ping_strikes` (2)"). Boolean flags are only checked to exist.
+
 A flag added without a README row, a row left behind after a flag is
 removed, or a default changed in one place only fails here, naming the
 flag. --self_test also checks that each of those mistakes, made on a copy
@@ -131,6 +138,82 @@ def check_readme(defined, readme_text):
     return errors
 
 
+TRANSPORT_RE = re.compile(r"^Transport limits \(.*?\n\n(?P<table>(?:\|.*\n)+)",
+                          re.S | re.M)
+TRANSPORT_FLAG_RE = re.compile(r"`--([A-Za-z0-9_]+)`(?: \(([^)\s]+)\))?")
+DURATION_UNITS = {"ms": "ms", "s": "s", "m": "min", "h": "h"}
+
+
+def as_table_writes_it(flag, value):
+    """A flag's default the way the Transport limits table writes it."""
+    if flag.endswith("_bytes") and value.isdigit():
+        n = int(value)
+        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20),
+                           ("KiB", 1 << 10)):
+            if n >= size and n % size == 0:
+                return "%d %s" % (n // size, unit)
+        return value
+    m = re.fullmatch(r"(\d+)(ms|s|m|h)", value)
+    if m:
+        return "%s %s" % (m.group(1), DURATION_UNITS[m.group(2)])
+    return value
+
+
+def transport_rows(readme_text):
+    """[(default cell, flag cell)] of the Transport limits table, or None."""
+    m = TRANSPORT_RE.search(readme_text)
+    if not m:
+        return None
+    rows = []
+    for line in m.group("table").splitlines()[2:]:  # header, separator
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3:
+            rows.append((cells[1], cells[2]))
+    return rows
+
+
+def check_transport_limits(defined, readme_text):
+    """Errors comparing the Transport limits table with the binary."""
+    rows = transport_rows(readme_text)
+    if not rows:
+        return ["README.md has no \"Transport limits (...)\" table"]
+    errors = []
+    named = 0
+    for default_cell, flag_cell in rows:
+        for flag, stated in TRANSPORT_FLAG_RE.findall(flag_cell):
+            named += 1
+            if flag not in defined:
+                errors.append("Transport limits names --%s, which staggerd "
+                              "does not define" % flag)
+                continue
+            value = defined[flag]
+            if value in ("true", "false"):
+                continue
+            want = as_table_writes_it(flag, value)
+            if stated:
+                ok = stated == want
+            else:
+                ok = re.search(r"(?<![\w.])%s(?![\w.])" % re.escape(want),
+                               default_cell) is not None
+            if not ok:
+                errors.append(
+                    "Transport limits: --%s's default is %s (`%s`), not in "
+                    "its row (\"%s\" | \"%s\")"
+                    % (flag, want, value, default_cell, flag_cell))
+    if named == 0:
+        errors.append("Transport limits table names no `--flag`")
+    return errors
+
+
+def replace_in_transport_table(readme_text, old, new):
+    """readme_text with `old` replaced by `new` inside that table only."""
+    m = TRANSPORT_RE.search(readme_text)
+    table = m.group("table")
+    assert old in table, old
+    return (readme_text[:m.start("table")] + table.replace(old, new, 1) +
+            readme_text[m.end("table"):])
+
+
 def check_binary(staggerd):
     """({flag: default} of staggerd's own flags, errors)."""
     errors = []
@@ -178,8 +261,28 @@ def self_test(defined, readme_text):
                                            "## Running it"),
          "no \"## Running `staggerd`\" section"),
     ]
+
+    def in_transport_table(old, new):
+        return replace_in_transport_table(readme_text, old, new)
+
+    cases += [
+        ("a transport default changed in the README only",
+         in_transport_table("| 64 MiB", "| 32 MiB"),
+         "--max_receive_message_bytes's default is 64 MiB"),
+        ("a transport default in parentheses changed",
+         in_transport_table("`--max_ping_strikes` (2)",
+                            "`--max_ping_strikes` (3)"),
+         "--max_ping_strikes's default is 2"),
+        ("a transport flag renamed in the README only",
+         in_transport_table("`--memory_quota_bytes`", "`--memory_quota`"),
+         "names --memory_quota, which staggerd does not define"),
+        ("no transport table",
+         readme_text.replace("Transport limits (", "Transport limits, ", 1),
+         "no \"Transport limits (...)\" table"),
+    ]
     for what, text, want in cases:
-        got = check_readme(defined, text)
+        got = check_readme(defined, text) + \
+            check_transport_limits(defined, text)
         if not any(want in e for e in got):
             failures.append("self-test: %s was not caught (errors: %s)"
                             % (what, got))
@@ -197,6 +300,7 @@ def main():
     with open(args.readme, encoding="utf-8") as fh:
         readme_text = fh.read()
     errors += check_readme(defined, readme_text)
+    errors += check_transport_limits(defined, readme_text)
     if args.self_test and not errors:
         errors += self_test(defined, readme_text)
     for e in errors:
