@@ -1,5 +1,8 @@
 #include "client/tls_options.h"
 
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/create_channel.h"
@@ -27,17 +30,18 @@ absl::Status CheckClientTlsOptions(const ClientTlsOptions& tls) {
     return absl::InvalidArgumentError(
         "TLS refresh interval: must be in [1s, 1h]");
   }
-  if (absl::Status s = wire::ReadPemFile("tls_ca_file", tls.ca_file).status();
-      !s.ok()) {
-    return s;
+  // Every file named must be a PEM file (no client certificate: neither).
+  const std::pair<const char*, const std::string*> files[] = {
+      {"tls_ca_file", &tls.ca_file},
+      {"tls_cert_file", &tls.cert_file},
+      {"tls_key_file", &tls.key_file}};
+  for (const auto& [flag, path] : files) {
+    if (path->empty()) continue;
+    if (absl::Status s = wire::ReadPemFile(flag, *path).status(); !s.ok()) {
+      return s;
+    }
   }
-  if (tls.cert_file.empty()) return absl::OkStatus();
-  if (absl::Status s =
-          wire::ReadPemFile("tls_cert_file", tls.cert_file).status();
-      !s.ok()) {
-    return s;
-  }
-  return wire::ReadPemFile("tls_key_file", tls.key_file).status();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
