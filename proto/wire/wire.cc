@@ -50,6 +50,7 @@ STAGGER_SAME(Reason::kAdmitted, v1::ADMITTED);
 STAGGER_SAME(Reason::kPaced, v1::PACED);
 STAGGER_SAME(Reason::kLastChance, v1::LAST_CHANCE);
 STAGGER_SAME(Reason::kPaused, v1::PAUSED);
+STAGGER_SAME(Reason::kReleased, v1::RELEASED);
 static_assert(v1::Reason_MAX == engine::kMaxReason);
 
 STAGGER_SAME(BreakerState::kClosed, v1::CLOSED);

@@ -30,6 +30,7 @@ const char* ReasonName(Reason r) {
     case Reason::kPaced: return "PACED";
     case Reason::kLastChance: return "LAST_CHANCE";
     case Reason::kPaused: return "PAUSED";
+    case Reason::kReleased: return "RELEASED";
   }
   return "REASON_UNSPECIFIED";
 }

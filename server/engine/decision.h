@@ -51,8 +51,11 @@ enum class Reason : uint8_t {
   // DEFER: an operator paused the endpoint (stagger.v1.Admin/Pause, the
   // engine's PauseTable): held until the pause ends.
   kPaused = 16,
+  // PROCEED: a waiting Admit let go before its wait ran out (the endpoint
+  // showed it recovered and its learned pace had room).
+  kReleased = 17,
 };
-inline constexpr int kMaxReason = 16;
+inline constexpr int kMaxReason = 17;
 
 enum class BreakerState : uint8_t { kClosed = 1, kOpen = 2, kHalfOpen = 3 };
 inline constexpr int kNumBreakerStates = 3;

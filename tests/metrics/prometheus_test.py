@@ -153,7 +153,7 @@ def main():
         h.wait_until("first scrape of staggerd",
                      lambda: prom.scalar('up{job="staggerd"}') == 1.0 and
                      prom.scalar('count(stagger_decisions_total{job="staggerd"})')
-                     == 128.0, POLL_TIMEOUT, interval=0.5)
+                     == 136.0, POLL_TIMEOUT, interval=0.5)
         h.log("first sample after %.1fs" % (time.monotonic() - t0))
         assert prom.scalar('sum(stagger_decisions_total{job="staggerd"})') == 0.0
         assert prom.scalar(
