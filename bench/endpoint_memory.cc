@@ -29,10 +29,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
-#include "server/engine/clock.h"
-#include "server/engine/engine.h"
-#include "server/engine/engine_config.h"
-#include "server/engine/random.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/random.h"
 
 ABSL_FLAG(int64_t, endpoints, 1000000, "endpoints to track");
 

@@ -39,11 +39,11 @@
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
 #include "benchmark/benchmark.h"
-#include "server/engine/clock.h"
-#include "server/engine/decision.h"
-#include "server/engine/engine.h"
-#include "server/engine/engine_config.h"
-#include "server/engine/random.h"
+#include "core/engine/clock.h"
+#include "core/engine/decision.h"
+#include "core/engine/engine.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/random.h"
 
 namespace stagger::bench {
 namespace {

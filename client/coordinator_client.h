@@ -9,7 +9,7 @@
 //     dns:/// of a headless Service; see client/members.h for the forms and
 //     how each replica's stable name is learned). Every endpoint key is
 //     owned by one replica, chosen by rendezvous hashing over the names
-//     (proto/wire/rendezvous.h, the hashing staggerd's --replicas uses), and
+//     (core/wire/rendezvous.h, the hashing staggerd's --replicas uses), and
 //     each call goes to its key's owner over that replica's own channel; a
 //     batch is split by owner and the answers put back in order. A replica
 //     that is considered down (below) or whose health service says
@@ -56,12 +56,13 @@
 //     client's clock from the response's defer_for (so the worker's and the
 //     server's clocks need not agree), else taken from defer_until.
 //
-// The header is the client's whole public surface: Abseil and the value
-// types shared with the server (server/engine/decision.h, engine_config.h,
-// clock.h, random.h, all Abseil-only). gRPC, prometheus-cpp, the generated
-// stub and the local engine live behind CoordinatorClient::Impl; gRPC and
-// prometheus types appear only as forward declarations for options that
-// pass them through (tests/client/header_hygiene_test.sh holds this).
+// The headers in client/ are the client's whole public surface: Abseil and
+// the value types shared with the server (core/engine/decision.h,
+// engine_config.h, clock.h, random.h, all Abseil-only). gRPC,
+// prometheus-cpp, the generated stub and the local engine live behind
+// CoordinatorClient::Impl in client/internal/; gRPC and prometheus types
+// appear only as forward declarations for options that pass them through
+// (the layering test, tests/layering, holds every public header to this).
 //
 // Thread-safe: one client may be shared by every worker thread of a process.
 #ifndef STAGGER_CLIENT_COORDINATOR_CLIENT_H_
@@ -78,10 +79,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/members.h"
-#include "server/engine/clock.h"
-#include "server/engine/decision.h"
-#include "server/engine/engine_config.h"
-#include "server/engine/random.h"
+#include "core/engine/clock.h"
+#include "core/engine/decision.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/random.h"
 
 // Passed through ClientOptions only; never dereferenced by this header.
 namespace grpc {

@@ -39,7 +39,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/engine/decision.h"
+#include "core/engine/decision.h"
 
 namespace stagger::client {
 

@@ -1,7 +1,9 @@
 // Members: which coordinator replicas a client talks to, and by what stable
-// name each is known -- parsed from ClientOptions::target (the example
-// worker's --coordinator, stagger-load's --target). The names are what keys
-// are hashed over (proto/wire/rendezvous.h), so a client and staggerd's
+// name each is known -- from ClientOptions::target (the example worker's
+// --coordinator, stagger-load's --target, stagger-agent's --coordinator).
+// This header has the target forms, the Member value and the hook for
+// another membership source; parsing lives in client/internal/members.h. The names are what keys
+// are hashed over (core/wire/rendezvous.h), so a client and staggerd's
 // --replicas must agree on them.
 //
 // Target forms:
@@ -49,26 +51,10 @@ struct Member {
   }
 };
 
-struct MemberSpec {
-  // Static list (dns_host empty) ...
-  std::vector<Member> members;
-  // ... or DNS: resolve dns_host, members listen on dns_port.
-  std::string dns_host;
-  std::string dns_port;
-};
-
-// InvalidArgument naming the entry for an empty entry, a missing port, an
-// empty name or a repeated one.
-absl::StatusOr<MemberSpec> ParseMembers(absl::string_view target);
-
 // The members `host` resolves to now (sorted by name, one per name).
 // Unavailable if the lookup fails or finds nothing.
 absl::StatusOr<std::vector<Member>> ResolveDnsMembers(absl::string_view host,
                                                       absl::string_view port);
-
-// `members` sorted by name, keeping the first of each name (the form the
-// client compares and hashes over).
-std::vector<Member> SortedByName(std::vector<Member> members);
 
 // Where a dns:/// target's members come from: (host, port) -> members.
 // ResolveDnsMembers by default; another membership source (a service

@@ -33,8 +33,8 @@
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
 #include "client/wait.h"
-#include "server/engine/clock.h"
-#include "server/engine/decision.h"
+#include "core/engine/clock.h"
+#include "core/engine/decision.h"
 
 namespace stagger::client {
 

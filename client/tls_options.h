@@ -24,9 +24,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "grpcpp/channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
+
+// Returned through this header only; never dereferenced by it.
+namespace grpc {
+class Channel;
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace stagger::client {
 
@@ -48,14 +51,10 @@ absl::Status CheckClientTlsOptions(const ClientTlsOptions& tls);
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
 MakeChannelCredentials(const ClientTlsOptions& tls);
 
-// Adds what the credentials cannot carry (the server name override) to
-// channel arguments.
-void AddTlsChannelArgs(const ClientTlsOptions& tls, grpc::ChannelArguments* args);
-
-// A channel to `target` with `tls` (and `args`).
+// A channel to `target` with `tls` (the server name override set as a
+// channel argument, since credentials cannot carry it).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
-    const std::string& target, const ClientTlsOptions& tls,
-    grpc::ChannelArguments args = grpc::ChannelArguments());
+    const std::string& target, const ClientTlsOptions& tls);
 
 }  // namespace stagger::client
 

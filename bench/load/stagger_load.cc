@@ -24,7 +24,7 @@
 // Replicas: --target may list several staggerd replicas (the client
 // library's forms, client/members.h). Each gets --channels channels, and the
 // loops on them draw only keys that replica owns under the client
-// library's rendezvous hashing (proto/wire/rendezvous.h), so every call and
+// library's rendezvous hashing (core/wire/rendezvous.h), so every call and
 // every batch goes to its keys' owner, as CoordinatorClient would send it.
 //
 // Methods: admit, report (RETRYABLE_FAILURE of attempt 1 unless
@@ -65,10 +65,10 @@
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
 #include "bench/load/latency_histogram.h"
-#include "client/members.h"
+#include "client/internal/members.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/wire/rendezvous.h"
+#include "core/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",

@@ -13,11 +13,11 @@
 #include "absl/random/bit_gen_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/engine/backoff.h"
-#include "server/engine/clock.h"
-#include "server/engine/engine.h"
-#include "server/engine/random.h"
-#include "server/engine/retry_budget.h"
+#include "core/engine/backoff.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
+#include "core/engine/random.h"
+#include "core/engine/retry_budget.h"
 
 namespace stagger::sim {
 namespace {

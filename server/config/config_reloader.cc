@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "server/config/config_loader.h"
+#include "core/config/config_loader.h"
 
 namespace stagger::config {
 namespace {

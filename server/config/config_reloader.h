@@ -45,7 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/engine/engine.h"
+#include "core/engine/engine.h"
 
 namespace stagger::config {
 

@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "server/config/config_reloader.h"
 #include "server/daemon/startup_config.h"
-#include "server/engine/engine.h"
+#include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 
 namespace stagger::daemon {

@@ -22,7 +22,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/engine/engine.h"
+#include "core/engine/engine.h"
 
 namespace stagger::daemon {
 

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
-#include "server/engine/engine.h"
-#include "server/engine/engine_config.h"
+#include "core/engine/engine.h"
+#include "core/engine/engine_config.h"
 #include "server/metrics/metrics_exposer.h"
 #include "server/metrics/server_metrics.h"
 

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/config/config_loader.h"
+#include "core/config/config_loader.h"
 #include "server/daemon/log.h"
 
 namespace stagger::daemon {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/engine/engine_config.h"
+#include "core/engine/engine_config.h"
 
 namespace stagger::daemon {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/daemon/log.h"
-#include "server/engine/clock.h"
+#include "core/engine/clock.h"
 
 namespace stagger::daemon {
 

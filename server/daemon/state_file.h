@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/engine/engine.h"
+#include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/state/state_keeper.h"
 

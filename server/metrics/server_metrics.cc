@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "prometheus/family.h"
-#include "server/metrics/metric_registration.h"
+#include "core/metrics/metric_registration.h"
 
 namespace stagger::metrics {
 namespace {

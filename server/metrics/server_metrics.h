@@ -40,10 +40,10 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "server/engine/decision.h"
-#include "server/engine/engine.h"
-#include "server/engine/engine_config.h"
-#include "server/metrics/metric_catalog.h"
+#include "core/engine/decision.h"
+#include "core/engine/engine.h"
+#include "core/engine/engine_config.h"
+#include "core/metrics/metric_catalog.h"
 
 namespace stagger::metrics {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/config/json_scanner.h"
+#include "core/config/json_scanner.h"
 
 namespace stagger::security {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "server/metrics/metric_registration.h"
+#include "core/metrics/metric_registration.h"
 
 namespace stagger::security {
 namespace {

@@ -1,5 +1,5 @@
 // SecurityMetrics: the Prometheus series of staggerd's security layer,
-// declared in the metric catalog (server/metrics/metric_catalog.h, the
+// declared in the metric catalog (core/metrics/metric_catalog.h, the
 // Registrar::kSecurityMetrics entries) and built from it once, every label
 // value up front. Label values never come from a request (no endpoint key,
 // no principal, no path: a method path outside the known services is
@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
-#include "server/metrics/metric_catalog.h"
+#include "core/metrics/metric_catalog.h"
 
 namespace stagger::security {
 

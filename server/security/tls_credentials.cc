@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
-#include "proto/wire/pem_file.h"
+#include "core/wire/pem_file.h"
 
 namespace stagger::security {
 namespace {

@@ -21,8 +21,8 @@
 #include <string>
 
 #include "grpcpp/grpcpp.h"
-#include "server/engine/clock.h"
-#include "server/engine/engine.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
 #include "server/security/security_metrics.h"
 #include "stagger/v1/admin.grpc.pb.h"
 

@@ -25,8 +25,8 @@
 #define STAGGER_SERVER_SERVICE_COORDINATOR_SERVICE_H_
 
 #include "grpcpp/grpcpp.h"
-#include "server/engine/clock.h"
-#include "server/engine/engine.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/arena_allocator.h"
 #include "server/service/ownership.h"

@@ -1,6 +1,6 @@
 // Ownership: this replica's view of which endpoint keys it owns when N
 // staggerd replicas share the keys by rendezvous hashing over their stable
-// names (proto/wire/rendezvous.h, the hashing the client library routes
+// names (core/wire/rendezvous.h, the hashing the client library routes
 // with). Replicas do not talk to each other: a request for a key this
 // replica does not own (a stale or misconfigured client, or the owner was
 // skipped as unavailable) is still answered, and counted as misrouted.
@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/wire/rendezvous.h"
+#include "core/wire/rendezvous.h"
 
 namespace stagger::service {
 

@@ -1,7 +1,7 @@
 // The service's own conversions: endpoint state for GetEndpoint /
 // ListEndpoints, absl::Status -> grpc::Status, page tokens. Requests,
 // decisions, times, enums and batch checks are the shared wire boundary's
-// (proto/wire/wire.h), re-exported here for the service's handlers.
+// (core/wire/wire.h), re-exported here for the service's handlers.
 // Validation that only the wire can get wrong (unknown enum numbers,
 // malformed Duration/Timestamp) happens there, with the proto field name in
 // the message; range checks that apply to every caller are the engine's
@@ -16,9 +16,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/status.h"
-#include "proto/wire/wire.h"
-#include "server/engine/decision.h"
-#include "server/engine/engine.h"
+#include "core/wire/wire.h"
+#include "core/engine/decision.h"
+#include "core/engine/engine.h"
 #include "stagger/v1/coordinator.pb.h"
 
 namespace stagger::service {

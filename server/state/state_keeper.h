@@ -29,8 +29,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/engine/clock.h"
-#include "server/engine/engine.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/state/snapshot_file.h"
 

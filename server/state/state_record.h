@@ -1,4 +1,4 @@
-// StateRecord: an engine::EndpointRecord (server/engine/endpoint_record.h)
+// StateRecord: an engine::EndpointRecord (core/engine/endpoint_record.h)
 // to and from its wire form, stagger.v1.state.Endpoint, and an operator's
 // engine::Pause to and from stagger.v1.state.Pause
 // (proto/stagger/v1/snapshot.proto). Field for field; instants stay
@@ -8,8 +8,8 @@
 #ifndef STAGGER_SERVER_STATE_STATE_RECORD_H_
 #define STAGGER_SERVER_STATE_STATE_RECORD_H_
 
-#include "server/engine/endpoint_record.h"
-#include "server/engine/pause_table.h"
+#include "core/engine/endpoint_record.h"
+#include "core/engine/pause_table.h"
 #include "stagger/v1/snapshot.pb.h"
 
 namespace stagger::state {

@@ -25,10 +25,10 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/config/config_loader.h"
-#include "server/engine/decision.h"
-#include "server/engine/engine.h"
-#include "server/engine/random.h"
+#include "core/config/config_loader.h"
+#include "core/engine/decision.h"
+#include "core/engine/engine.h"
+#include "core/engine/random.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::config {

@@ -8,8 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/engine/engine.h"
-#include "server/engine/random.h"
+#include "core/engine/engine.h"
+#include "core/engine/random.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::daemon {

@@ -8,12 +8,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/config/config_loader.h"
+#include "core/config/config_loader.h"
 #include "server/daemon/config_watch.h"
 #include "server/daemon/startup_config.h"
 #include "server/daemon/state_file.h"
-#include "server/engine/engine.h"
-#include "server/engine/random.h"
+#include "core/engine/engine.h"
+#include "core/engine/random.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::daemon {

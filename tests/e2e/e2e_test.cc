@@ -63,7 +63,7 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kCoordinatorDeadline = absl::Seconds(10);
 constexpr absl::Duration kSlack = absl::Seconds(2);  // slow, noisy machines
-// Embedded defaults (server/engine/engine_config.h) the tests rely on.
+// Embedded defaults (core/engine/engine_config.h) the tests rely on.
 constexpr absl::Duration kInitialJitter = absl::Milliseconds(50);
 constexpr absl::Duration kBase = absl::Milliseconds(200);
 constexpr int kTripAfter = 20;  // breaker.consecutive_failures

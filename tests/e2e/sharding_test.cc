@@ -41,7 +41,7 @@
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
 #include "gtest/gtest.h"
-#include "proto/wire/rendezvous.h"
+#include "core/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 #include "tests/client/requests.h"
 #include "tests/testing/blackbox_util.h"

@@ -22,8 +22,8 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "server/config/config_loader.h"
-#include "server/engine/engine_config.h"
+#include "core/config/config_loader.h"
+#include "core/engine/engine_config.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace stagger::fuzz {

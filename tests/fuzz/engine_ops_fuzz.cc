@@ -1,5 +1,5 @@
 // Fuzz target engine_ops: a sequence of Engine operations on a FakeClock,
-// through the engine's public API only (server/engine/engine.h), with
+// through the engine's public API only (core/engine/engine.h), with
 // configuration changes and eviction in the mix.
 //
 // Input: a sequence of operations, each an op byte and its arguments taken
@@ -26,10 +26,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/engine/config_ranges.h"
-#include "server/engine/engine.h"
-#include "server/engine/engine_config.h"
-#include "server/engine/random.h"
+#include "core/engine/config_ranges.h"
+#include "core/engine/engine.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/random.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/testing/fake_clock.h"
 

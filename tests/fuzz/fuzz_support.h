@@ -36,8 +36,8 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/engine/decision.h"
-#include "server/engine/engine_config.h"
+#include "core/engine/decision.h"
+#include "core/engine/engine_config.h"
 
 namespace stagger::fuzz {
 

@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/http_outcome.h"
-#include "server/engine/decision.h"
+#include "core/engine/decision.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace stagger::fuzz {

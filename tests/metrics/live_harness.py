@@ -23,7 +23,7 @@ import urllib.request
 READY_RE = re.compile(r"staggerd:? listening on \S+")
 
 def load_catalog(tool, exporter="staggerd"):
-    """The metric catalog (server/metrics/metric_catalog.h), as printed by
+    """The metric catalog (core/metrics/metric_catalog.h), as printed by
     stagger-metric-catalog: {name: {"type", "help", "labels": {label: set of
     values}}} for the metrics `exporter` exposes. The only families, labels
     and label values a stagger_* sample may have (fixed sets, never an

@@ -36,7 +36,7 @@
 #include "client/coordinator_client.h"
 #include "tests/client/requests.h"
 #include "grpcpp/grpcpp.h"
-#include "server/engine/decision.h"
+#include "core/engine/decision.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "staggerd gRPC address");

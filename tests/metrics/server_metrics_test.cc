@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
-#include "server/engine/decision.h"
+#include "core/engine/decision.h"
 #include "tests/metrics/prom_text.h"
 
 namespace stagger::metrics {
@@ -70,9 +70,9 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
   ServerMetrics metrics(registry, /*max_attempt_label=*/8);
   PromText t = Scrape(registry);
 
-  // 2 calls x 4 verdicts x 16 reasons, all present before any traffic so
+  // 2 calls x 4 verdicts x every reason, all present before any traffic so
   // the first increment of a rare combination is not lost to rate().
-  EXPECT_EQ(t.Count("stagger_decisions_total"), 2 * 4 * 16);
+  EXPECT_EQ(t.Count("stagger_decisions_total"), 2 * 4 * engine::kMaxReason);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "call"), kCalls);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "verdict"), kVerdicts);
   EXPECT_EQ(t.LabelValues("stagger_decisions_total", "reason"), kReasons);

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/wire/rendezvous.h"
+#include "core/wire/rendezvous.h"
 #include "tests/service/service_harness.h"
 #include "tests/testing/blackbox_util.h"
 

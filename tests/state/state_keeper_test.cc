@@ -17,8 +17,8 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
-#include "server/engine/engine.h"
-#include "server/engine/random.h"
+#include "core/engine/engine.h"
+#include "core/engine/random.h"
 #include "server/metrics/server_metrics.h"
 #include "tests/testing/fake_clock.h"
 

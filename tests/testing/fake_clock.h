@@ -4,7 +4,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/engine/clock.h"
+#include "core/engine/clock.h"
 
 namespace stagger::testing {
 

@@ -1,5 +1,5 @@
 // The metrics Stagger exports, with their labels and each label's fixed
-// values, read from the metric catalog (server/metrics/metric_catalog.h):
+// values, read from the metric catalog (core/metrics/metric_catalog.h):
 // the JSON `stagger-metric-catalog --out FILE` writes, whose path ctest
 // passes in STAGGER_METRIC_CATALOG (tests/deploy/CMakeLists.txt). The
 // rules, their unit tests, the dashboard and their checks may reference

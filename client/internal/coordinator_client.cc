@@ -1,0 +1,354 @@
+// CoordinatorClient (client/coordinator_client.h): the facade. The jobs are
+// their own units:
+//   membership.h     the replicas, DNS refresh, routing a key to its owner
+//   replica_call.h   one RPC to one replica, and what its failure means
+//   local_decider.h  the answers when no replica can take a call
+//   batch_fan_out.h  a batch split by owner, sent at once, put back in order
+//   replica.h        one replica's channel, health and up/down state
+// This file wires them and validates ClientOptions.
+#include "client/coordinator_client.h"
+
+#include <algorithm>
+#include <climits>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "client/internal/batch_fan_out.h"
+#include "client/internal/client_metrics.h"
+#include "client/internal/local_decider.h"
+#include "client/internal/members.h"
+#include "client/internal/membership.h"
+#include "client/internal/replica.h"
+#include "client/internal/replica_call.h"
+#include "core/engine/engine.h"
+#include "core/wire/wire.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "prometheus/registry.h"
+
+namespace stagger::client {
+namespace {
+
+// How often each of several replicas' health is asked (Replica).
+constexpr absl::Duration kHealthInterval = absl::Milliseconds(250);
+
+std::shared_ptr<grpc::Channel> MakeReplicaChannel(const ClientOptions& options,
+                                                  const std::string& target) {
+  grpc::ChannelArguments args;
+  // Reconnect at least every recheck interval, so a probe after the
+  // interval finds a fresh connection attempt rather than a channel still
+  // in its exponential reconnect backoff (default: up to 120 s).
+  const int64_t recheck_ms = std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(options.recheck_interval), 100, INT_MAX);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(std::min<int64_t>(recheck_ms, 1000)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(recheck_ms));
+  // The client's deadline and fallback are the retry policy; gRPC's own
+  // retries would only spend the deadline.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // TLS (client/tls_options.h): every replica's channel uses the same
+  // credentials and expects the same name in its certificate, if set.
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(
+      target,
+      options.credentials != nullptr ? options.credentials
+                                     : grpc::InsecureChannelCredentials(),
+      args);
+}
+
+// ClientOptions::target as members; a given channel is one member.
+MemberSpec SpecOf(const ClientOptions& options) {
+  if (options.channel != nullptr) return {{{"channel", "channel"}}, "", ""};
+  return *ParseMembers(options.target);  // checked by Create
+}
+
+}  // namespace
+
+const char* CallName(Call c) { return c == Call::kAdmit ? "admit" : "report"; }
+
+const char* DecisionSourceName(DecisionSource s) {
+  return s == DecisionSource::kCoordinator ? "coordinator" : "local";
+}
+
+class CoordinatorClient::Impl {
+ public:
+  explicit Impl(ClientOptions options);
+  ~Impl();
+
+  absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in);
+  absl::StatusOr<ClientDecision> Report(const ReportRequest& in);
+  absl::StatusOr<std::vector<ClientDecision>> AdmitBatch(
+      absl::Span<const AdmitRequest> items);
+  absl::StatusOr<std::vector<ClientDecision>> ReportBatch(
+      absl::Span<const ReportRequest> items);
+  bool WaitForCoordinator(absl::Duration timeout);
+  bool coordinator_up() const { return membership_->AnyUp(); }
+  std::vector<ReplicaId> replicas() const;
+  ReplicaId OwnerOf(absl::string_view key) const;
+
+  const ClientOptions options_;
+  const engine::Clock* const clock_;
+  engine::RandomSource* const random_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+
+ private:
+  std::shared_ptr<Replica> MakeReplica(const Member& m, bool health_checks);
+  // Background upkeep (real time): the local engine's idle endpoints are
+  // evicted as staggerd evicts its own, every engine::EvictionPeriod; a
+  // dns:/// target is re-resolved every dns_refresh (every second while
+  // it has no members).
+  void Housekeeping();
+
+  ClientMetrics metrics_;
+  LocalDecider local_;
+  std::unique_ptr<Membership> membership_;
+  absl::Notification stop_;
+  std::thread housekeeper_;
+};
+
+CoordinatorClient::Impl::Impl(ClientOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock
+                                       : engine::RealClock::Instance()),
+      random_(options_.random != nullptr ? options_.random
+                                         : engine::PerThreadRandom::Instance()),
+      registry_(options_.registry != nullptr
+                    ? options_.registry
+                    : std::make_shared<prometheus::Registry>()),
+      metrics_(*registry_),
+      local_(options_, clock_, random_, &metrics_) {
+  membership_ = std::make_unique<Membership>(
+      SpecOf(options_), options_.resolve_members,
+      [this](const Member& m, bool health_checks) {
+        return MakeReplica(m, health_checks);
+      });
+  housekeeper_ = std::thread([this] { Housekeeping(); });
+}
+
+CoordinatorClient::Impl::~Impl() {
+  stop_.Notify();
+  housekeeper_.join();
+  membership_.reset();  // the replicas' watchers stop before the metrics go
+}
+
+std::shared_ptr<Replica> CoordinatorClient::Impl::MakeReplica(
+    const Member& m, bool health_checks) {
+  Replica::Options o;
+  o.recheck_interval = options_.recheck_interval;
+  o.health_interval = health_checks ? kHealthInterval : absl::ZeroDuration();
+  o.clock = clock_;
+  o.metrics = &metrics_;
+  o.on_change = [this] { metrics_.SetCoordinatorUp(coordinator_up()); };
+  return std::make_shared<Replica>(
+      m.name, m.target,
+      options_.channel != nullptr ? options_.channel
+                                  : MakeReplicaChannel(options_, m.target),
+      std::move(o));
+}
+
+void CoordinatorClient::Impl::Housekeeping() {
+  const absl::Duration evict_every =
+      engine::EvictionPeriod(options_.local_policy.limits.idle_eviction);
+  absl::Time next_eviction = absl::Now() + evict_every;
+  absl::Time next_dns = absl::Now() + options_.dns_refresh;
+  while (!stop_.WaitForNotificationWithTimeout(
+      std::min(next_eviction, next_dns) - absl::Now())) {
+    if (absl::Now() >= next_eviction) {
+      local_.EvictIdle();
+      next_eviction = absl::Now() + evict_every;
+    }
+    if (absl::Now() >= next_dns) {
+      membership_->Refresh();
+      next_dns = absl::Now() + (membership_->view()->replicas.empty()
+                                    ? absl::Seconds(1)
+                                    : options_.dns_refresh);
+    }
+  }
+}
+
+std::vector<CoordinatorClient::ReplicaId> CoordinatorClient::Impl::replicas()
+    const {
+  std::vector<ReplicaId> out;
+  for (const auto& r : membership_->view()->replicas) {
+    out.push_back({r->name(), r->target()});
+  }
+  return out;
+}
+
+CoordinatorClient::ReplicaId CoordinatorClient::Impl::OwnerOf(
+    absl::string_view key) const {
+  std::shared_ptr<const Membership::View> v = membership_->view();
+  if (v->replicas.empty()) return {};
+  const Replica& r = *v->replicas[v->ring->Owner(key)];
+  return {r.name(), r.target()};
+}
+
+bool CoordinatorClient::Impl::WaitForCoordinator(absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  bool all = true;
+  for (const auto& r : membership_->view()->replicas) {
+    all = r->WaitForConnected(std::max(absl::ZeroDuration(),
+                                       until - absl::Now())) && all;
+  }
+  return all;
+}
+
+absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
+    const AdmitRequest& in) {
+  return CallOrFallback<ClientDecision>(
+      membership_->Route(in.endpoint), options_.call_deadline,
+      &v1::RetryCoordinator::Stub::Admit,
+      [&](v1::AdmitRequest* req) { wire::ToProto(in, req); },
+      [&](const v1::AdmitResponse& resp) {
+        return FromResponse(resp, clock_->Now());
+      },
+      [&](absl::Status cause) { return local_.Admit(in, std::move(cause)); });
+}
+
+absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Report(
+    const ReportRequest& in) {
+  return CallOrFallback<ClientDecision>(
+      membership_->Route(in.endpoint), options_.call_deadline,
+      &v1::RetryCoordinator::Stub::Report,
+      [&](v1::ReportRequest* req) { wire::ToProto(in, req); },
+      [&](const v1::ReportResponse& resp) {
+        return FromResponse(resp, clock_->Now());
+      },
+      [&](absl::Status cause) { return local_.Report(in, std::move(cause)); });
+}
+
+absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::Impl::AdmitBatch(
+    absl::Span<const AdmitRequest> items) {
+  using Stub = v1::RetryCoordinator::Stub;
+  BatchCall<v1::AdmitBatchRequest, v1::AdmitBatchResponse> call{
+      &Stub::AdmitBatch,
+      [](Stub* stub, grpc::ClientContext* ctx, const v1::AdmitBatchRequest* req,
+         v1::AdmitBatchResponse* resp, std::function<void(grpc::Status)> done) {
+        stub->async()->AdmitBatch(ctx, req, resp, std::move(done));
+      },
+      options_.call_deadline, clock_};
+  return FanOutBatch(*membership_->view(), items, call, local_,
+                     [&](absl::Span<const AdmitRequest> part,
+                         const absl::Status& cause) {
+                       return local_.AdmitBatch(part, cause);
+                     });
+}
+
+absl::StatusOr<std::vector<ClientDecision>>
+CoordinatorClient::Impl::ReportBatch(absl::Span<const ReportRequest> items) {
+  using Stub = v1::RetryCoordinator::Stub;
+  BatchCall<v1::ReportBatchRequest, v1::ReportBatchResponse> call{
+      &Stub::ReportBatch,
+      [](Stub* stub, grpc::ClientContext* ctx,
+         const v1::ReportBatchRequest* req, v1::ReportBatchResponse* resp,
+         std::function<void(grpc::Status)> done) {
+        stub->async()->ReportBatch(ctx, req, resp, std::move(done));
+      },
+      options_.call_deadline, clock_};
+  return FanOutBatch(*membership_->view(), items, call, local_,
+                     [&](absl::Span<const ReportRequest> part,
+                         const absl::Status& cause) {
+                       return local_.ReportBatch(part, cause);
+                     });
+}
+
+// ---------------------------------------------------------------------------
+// Options and the public face.
+
+namespace {
+
+// Every problem with `options`, one line each with its field path.
+std::vector<std::string> OptionErrors(const ClientOptions& options) {
+  std::vector<std::string> errors;
+  if (options.channel == nullptr) {
+    if (absl::StatusOr<MemberSpec> m = ParseMembers(options.target); !m.ok()) {
+      errors.emplace_back(m.status().message());
+    }
+  }
+  const auto in_range = [&](absl::string_view name, absl::Duration d,
+                            absl::Duration max, absl::string_view max_text) {
+    if (d <= absl::ZeroDuration() || d > max) {
+      errors.push_back(absl::StrCat(name, ": must be in (0, ", max_text,
+                                    "], is ", absl::FormatDuration(d)));
+    }
+  };
+  in_range("dns_refresh", options.dns_refresh, absl::Hours(1), "1h");
+  in_range("call_deadline", options.call_deadline, absl::Minutes(1), "1m");
+  in_range("recheck_interval", options.recheck_interval, absl::Hours(1), "1h");
+  if (options.fallback != FallbackMode::kFailOpen &&
+      options.fallback != FallbackMode::kFailClosed) {
+    errors.push_back("fallback: must be FAIL_OPEN or FAIL_CLOSED");
+  }
+  absl::Status policy = engine::ValidateEngineConfig(options.local_policy);
+  if (!policy.ok()) {
+    // One error per line, each with its field path; prefix the option name.
+    for (absl::string_view line :
+         absl::StrSplit(policy.message(), '\n', absl::SkipEmpty())) {
+      errors.push_back(absl::StrCat("local_policy.", line));
+    }
+  }
+  return errors;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
+    ClientOptions options) {
+  const std::vector<std::string> errors = OptionErrors(options);
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  }
+  return std::unique_ptr<CoordinatorClient>(
+      new CoordinatorClient(std::make_unique<Impl>(std::move(options))));
+}
+
+CoordinatorClient::CoordinatorClient(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+CoordinatorClient::~CoordinatorClient() = default;
+
+absl::StatusOr<ClientDecision> CoordinatorClient::Admit(
+    const AdmitRequest& in) {
+  return impl_->Admit(in);
+}
+absl::StatusOr<ClientDecision> CoordinatorClient::Report(
+    const ReportRequest& in) {
+  return impl_->Report(in);
+}
+absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::AdmitBatch(
+    absl::Span<const AdmitRequest> items) {
+  return impl_->AdmitBatch(items);
+}
+absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::ReportBatch(
+    absl::Span<const ReportRequest> items) {
+  return impl_->ReportBatch(items);
+}
+bool CoordinatorClient::WaitForCoordinator(absl::Duration timeout) {
+  return impl_->WaitForCoordinator(timeout);
+}
+bool CoordinatorClient::coordinator_up() const {
+  return impl_->coordinator_up();
+}
+std::vector<CoordinatorClient::ReplicaId> CoordinatorClient::replicas() const {
+  return impl_->replicas();
+}
+CoordinatorClient::ReplicaId CoordinatorClient::OwnerOf(
+    absl::string_view key) const {
+  return impl_->OwnerOf(key);
+}
+const std::shared_ptr<prometheus::Registry>&
+CoordinatorClient::metrics_registry() const {
+  return impl_->registry_;
+}
+const engine::Clock& CoordinatorClient::clock() const { return *impl_->clock_; }
+const ClientOptions& CoordinatorClient::options() const {
+  return impl_->options_;
+}
+
+}  // namespace stagger::client

@@ -1,0 +1,166 @@
+#include "client/internal/local_decider.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/distributions.h"
+#include "core/wire/wire.h"
+
+namespace stagger::client {
+
+ClientDecision ToClientDecision(const engine::Decision& d, absl::Time now,
+                                DecisionSource source, absl::Status cause) {
+  ClientDecision out;
+  out.verdict = d.verdict;
+  out.reason = d.reason;
+  out.delay = d.delay;
+  out.attempt = d.attempt;
+  if (d.verdict == engine::Verdict::kDefer) {
+    out.defer_until = d.defer_until;
+    out.defer_for = std::max(absl::ZeroDuration(), d.defer_until - now);
+  }
+  out.source = source;
+  out.fallback_cause = std::move(cause);
+  return out;
+}
+
+LocalDecider::LocalDecider(const ClientOptions& options,
+                           const engine::Clock* clock,
+                           engine::RandomSource* random,
+                           ClientMetrics* metrics)
+    : mode_(options.fallback),
+      recheck_interval_(options.recheck_interval),
+      clock_(clock),
+      random_(random),
+      metrics_(metrics),
+      engine_(options.local_policy, clock, random) {}
+
+ClientDecision LocalDecider::ClosedDefer(int attempt, absl::Status cause) {
+  const absl::Time now = clock_->Now();
+  const absl::Duration r = recheck_interval_;
+  ClientDecision out;
+  out.verdict = engine::Verdict::kDefer;
+  out.reason = engine::Reason::kCircuitOpen;
+  out.attempt = attempt;
+  // Spread over [r, 1.5 r) so parked deliveries do not return together.
+  out.defer_for =
+      r + absl::Nanoseconds(absl::Uniform<int64_t>(
+              random_->Get(), 0,
+              std::max<int64_t>(1, absl::ToInt64Nanoseconds(r / 2))));
+  out.defer_until = now + out.defer_for;
+  out.source = DecisionSource::kLocalFallback;
+  out.fallback_cause = std::move(cause);
+  return out;
+}
+
+absl::StatusOr<ClientDecision> LocalDecider::Admit(const AdmitRequest& in,
+                                                   absl::Status cause) {
+  ClientDecision out;
+  if (mode_ == FallbackMode::kFailClosed) {
+    if (absl::Status v = engine_.ValidateAdmit(in); !v.ok()) return v;
+    out = ClosedDefer(in.attempt, std::move(cause));
+  } else {
+    absl::StatusOr<engine::Decision> d = engine_.Admit(in);
+    if (!d.ok()) return d.status();
+    out = ToClientDecision(*d, clock_->Now(), DecisionSource::kLocalFallback,
+                           std::move(cause));
+  }
+  metrics_->CountFallback(Call::kAdmit, out.verdict);
+  return out;
+}
+
+absl::StatusOr<ClientDecision> LocalDecider::Report(const ReportRequest& in,
+                                                    absl::Status cause) {
+  ClientDecision out;
+  if (mode_ == FallbackMode::kFailClosed) {
+    if (absl::Status v = engine_.ValidateReport(in); !v.ok()) return v;
+    // Fail-closed only refuses to *send* without the coordinator. Answers
+    // that send nothing need no coordination: a success is done, a
+    // non-retryable outcome gives up; any other failure defers the next
+    // attempt (no attempt consumed) until the coordinator can be asked.
+    const bool success = in.outcome == engine::Outcome::kSuccess;
+    if (success || in.outcome == engine::Outcome::kNotRetryable) {
+      engine::Decision d;
+      d.verdict = success ? engine::Verdict::kDone : engine::Verdict::kGiveUp;
+      d.reason = success ? engine::Reason::kSucceeded
+                         : engine::Reason::kNotRetryable;
+      d.attempt = success ? in.attempt : in.attempt + 1;
+      out = ToClientDecision(d, clock_->Now(), DecisionSource::kLocalFallback,
+                             std::move(cause));
+    } else {
+      out = ClosedDefer(in.attempt + 1, std::move(cause));
+    }
+  } else {
+    absl::StatusOr<engine::Decision> d = engine_.Report(in);
+    if (!d.ok()) return d.status();
+    out = ToClientDecision(*d, clock_->Now(), DecisionSource::kLocalFallback,
+                           std::move(cause));
+  }
+  metrics_->CountFallback(Call::kReport, out.verdict);
+  return out;
+}
+
+namespace {
+
+template <typename In, typename Validate>
+absl::Status CheckBatch(absl::Span<const In> items, int max,
+                        Validate validate) {
+  if (absl::Status s = wire::CheckBatchSize(items.size(), max); !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (absl::Status s = validate(items[i]); !s.ok()) {
+      return wire::PrefixItem(s, i);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LocalDecider::ValidateBatch(
+    absl::Span<const AdmitRequest> items) const {
+  return CheckBatch(items, engine_.max_batch_size(),
+                    [&](const AdmitRequest& in) {
+                      return engine_.ValidateAdmit(in);
+                    });
+}
+
+absl::Status LocalDecider::ValidateBatch(
+    absl::Span<const ReportRequest> items) const {
+  return CheckBatch(items, engine_.max_batch_size(),
+                    [&](const ReportRequest& in) {
+                      return engine_.ValidateReport(in);
+                    });
+}
+
+template <typename In, typename Decide>
+absl::StatusOr<std::vector<ClientDecision>> LocalDecider::Batch(
+    absl::Span<const In> items, const absl::Status& cause, Decide decide) {
+  // Validate everything first so that a bad item changes nothing.
+  if (absl::Status s = ValidateBatch(items); !s.ok()) return s;
+  std::vector<ClientDecision> out;
+  out.reserve(items.size());
+  for (const In& in : items) {
+    absl::StatusOr<ClientDecision> d = decide(in, cause);
+    if (!d.ok()) return d.status();  // validated above: not expected
+    out.push_back(*std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ClientDecision>> LocalDecider::AdmitBatch(
+    absl::Span<const AdmitRequest> items, const absl::Status& cause) {
+  return Batch(items, cause, [this](const AdmitRequest& in, absl::Status c) {
+    return Admit(in, std::move(c));
+  });
+}
+
+absl::StatusOr<std::vector<ClientDecision>> LocalDecider::ReportBatch(
+    absl::Span<const ReportRequest> items, const absl::Status& cause) {
+  return Batch(items, cause, [this](const ReportRequest& in, absl::Status c) {
+    return Report(in, std::move(c));
+  });
+}
+
+}  // namespace stagger::client

@@ -1,0 +1,31 @@
+// Clock: the engine's only source of time. Injected so that tests drive a
+// fake clock and never sleep. Implementations are thread-safe.
+#ifndef STAGGER_CORE_ENGINE_CLOCK_H_
+#define STAGGER_CORE_ENGINE_CLOCK_H_
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace stagger::engine {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock now. Need not be monotonic; the engine tolerates a clock
+  // that steps back (state times are compared, never subtracted blindly).
+  virtual absl::Time Now() const = 0;
+};
+
+// absl::Now(). Use RealClock::Instance().
+class RealClock final : public Clock {
+ public:
+  static RealClock* Instance() {
+    static RealClock* clock = new RealClock;
+    return clock;
+  }
+  absl::Time Now() const override { return absl::Now(); }
+};
+
+}  // namespace stagger::engine
+
+#endif  // STAGGER_CORE_ENGINE_CLOCK_H_

@@ -1,0 +1,118 @@
+// Engine vocabulary: what a worker tells the engine (AdmitInput, ReportInput)
+// and what the engine answers (Decision). Plain values; the gRPC layer maps
+// them to and from stagger.v1 protos one to one (same names, same meaning;
+// see proto/stagger/v1/coordinator.proto for the contract of each field).
+#ifndef STAGGER_CORE_ENGINE_DECISION_H_
+#define STAGGER_CORE_ENGINE_DECISION_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace stagger::engine {
+
+enum class Outcome : uint8_t {
+  kSuccess = 1,
+  kRetryableFailure = 2,
+  kTimeout = 3,
+  kRateLimited = 4,
+  kNotRetryable = 5,  // on the wire: PERMANENT_FAILURE
+};
+
+enum class Verdict : uint8_t {
+  kProceed = 1,  // send after `delay`
+  kDefer = 2,    // call Admit again at `defer_until`; no attempt consumed
+  kGiveUp = 3,   // permanent: dead-letter
+  kDone = 4,     // success recorded
+};
+
+// Values equal the proto enum stagger.v1.Reason.
+enum class Reason : uint8_t {
+  kInitialJitter = 1,
+  kBackoff = 2,
+  kRetryAfter = 3,
+  kCircuitOpen = 4,
+  kHalfOpenProbe = 5,
+  kBudgetExhausted = 6,
+  kAttemptsExhausted = 7,
+  kNotRetryable = 8,
+  kDeadline = 9,
+  kSucceeded = 10,
+  kHalfOpenBusy = 11,
+  kRetryAfterWindow = 12,
+  kAdmitted = 13,
+  // DEFER: the endpoint's release queue has no room at its learned pace now.
+  kPaced = 14,
+  // PROCEED: the last attempt that can start before the deadline (it goes
+  // even through an open breaker or a Retry-After window).
+  kLastChance = 15,
+  // DEFER: an operator paused the endpoint (stagger.v1.Admin/Pause, the
+  // engine's PauseTable): held until the pause ends.
+  kPaused = 16,
+  // PROCEED: a waiting Admit let go before its wait ran out (the endpoint
+  // showed it recovered and its learned pace had room).
+  kReleased = 17,
+};
+inline constexpr int kMaxReason = 17;
+
+enum class BreakerState : uint8_t { kClosed = 1, kOpen = 2, kHalfOpen = 3 };
+inline constexpr int kNumBreakerStates = 3;
+
+const char* VerdictName(Verdict v);        // "PROCEED", ...
+const char* ReasonName(Reason r);          // "INITIAL_JITTER", ...
+const char* BreakerStateName(BreakerState s);  // "CLOSED", ...
+const char* OutcomeName(Outcome o);        // "SUCCESS", ...
+
+struct BreakerTransition {
+  BreakerState from;
+  BreakerState to;
+};
+
+struct Decision {
+  Verdict verdict = Verdict::kProceed;
+  Reason reason = Reason::kAdmitted;
+  // kProceed: wait this long before sending (>= 0).
+  absl::Duration delay = absl::ZeroDuration();
+  // kDefer: call Admit again at this instant.
+  absl::Time defer_until = absl::InfinitePast();
+  // The attempt this decision is about (Admit: the request's; failure
+  // Report: the next one).
+  int attempt = 0;
+
+  // Facts for metrics; they do not change what the worker does.
+  bool retry_after_seen = false;     // the report carried a Retry-After
+  bool retry_after_clamped = false;  // ... and it was above retry_after_max
+  bool untracked = false;  // table full: decided from fresh, unstored state
+  bool pace_cut = false;   // an overload cut the endpoint's learned pace
+  int num_transitions = 0;           // 0..2 breaker transitions caused
+  BreakerTransition transitions[2] = {};
+};
+
+// Inputs. `endpoint` is only borrowed for the duration of the call.
+struct AdmitInput {
+  absl::string_view endpoint;
+  int attempt = 1;                                // >= 1
+  absl::Time deadline = absl::InfiniteFuture();   // caller's deadline
+  absl::Time first_attempt_time = absl::InfinitePast();  // unknown
+};
+
+struct ReportInput {
+  absl::string_view endpoint;
+  int attempt = 1;  // the attempt that finished, >= 1
+  Outcome outcome = Outcome::kSuccess;
+  // The endpoint's Retry-After, if it sent one: 0..kMaxRetryAfter.
+  std::optional<absl::Duration> retry_after;
+  absl::Time deadline = absl::InfiniteFuture();
+  absl::Time first_attempt_time = absl::InfinitePast();
+};
+
+// Retry-After values above this are refused as bad input (a header that
+// says "come back in a year" is broken, not a plan). Values up to it are
+// accepted and clamped to the policy's retry_after_max.
+inline constexpr absl::Duration kMaxRetryAfter = absl::Hours(24);
+
+}  // namespace stagger::engine
+
+#endif  // STAGGER_CORE_ENGINE_DECISION_H_

@@ -1,0 +1,61 @@
+// EndpointState: everything the engine remembers about one endpoint, with
+// the endpoint's key stored in the same allocation.
+//
+// The table holds one pointer per endpoint and a lookup compares the key
+// right next to the state. New() allocates sizeof(EndpointState) plus the
+// key bytes that do not fit in key_head; Delete() frees it. A scratch state
+// (the table is full) is a plain value with no key. The release side
+// (EndpointRelease: learned pace and release queue) is allocated only when
+// the endpoint's gate first closes, since most endpoints never need it.
+// Not thread-safe: the table's shard lock guards each state.
+#ifndef STAGGER_CORE_ENGINE_ENDPOINT_STATE_H_
+#define STAGGER_CORE_ENGINE_ENDPOINT_STATE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "core/engine/capacity_estimator.h"
+#include "core/engine/circuit_breaker.h"
+#include "core/engine/release_pacer.h"
+#include "core/engine/retry_budget.h"
+
+namespace stagger::engine {
+
+// How one endpoint's parked deliveries come back: its learned pace and its
+// release queue (capacity_estimator.h, release_pacer.h).
+struct EndpointRelease {
+  CapacityEstimator capacity;
+  ReleasePacer pacer;
+};
+
+// With a 51-byte key one state is one 224-byte malloc chunk, plus 9 bytes
+// of table per slot (pointer and control byte) at a load of 0.44..0.87.
+struct EndpointState {
+  int64_t last_seen_ns = 0;
+  int64_t previous_delay_ns = 0;     // decorrelated jitter's state; 0 = none
+  int64_t retry_after_until_ns = 0;  // fleet-wide Retry-After window end
+  uint32_t config_generation = 0;    // generation policy_index refers to
+  int32_t policy_index = -1;         // -1: default policy; else override
+  CircuitBreaker breaker;
+  RetryBudget budget;
+  ServedRate served;
+  // The release side, allocated when the endpoint's gate first closes.
+  std::unique_ptr<EndpointRelease> release;
+  uint16_t key_size = 0;  // bytes, <= 4096 (limits.max_key_bytes)
+  char key_head[6] = {};  // the key's first bytes; the rest follow
+
+  absl::string_view key() const { return {key_head, key_size}; }
+
+  // A tracked endpoint's state, holding a copy of `key` (<= 65535 bytes).
+  static EndpointState* New(absl::string_view key);
+  // Frees a state made by New().
+  static void Delete(EndpointState* st);
+};
+
+// Counted against the <= 256 B/endpoint target (bench/endpoint_memory).
+static_assert(sizeof(EndpointState) <= 256, "EndpointState grew");
+
+}  // namespace stagger::engine
+
+#endif  // STAGGER_CORE_ENGINE_ENDPOINT_STATE_H_

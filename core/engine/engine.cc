@@ -1,0 +1,238 @@
+#include "core/engine/engine.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/engine/compiled_config.h"
+#include "core/engine/decision_path.h"
+#include "core/engine/endpoint_key.h"
+#include "core/engine/endpoint_table.h"
+#include "core/engine/state_transfer.h"
+
+namespace stagger::engine {
+namespace {
+
+// Attempt numbers above this are bad input, whatever the policy says.
+constexpr int kMaxAttemptNumber = 1000000;
+
+absl::Status ValidateAttempt(int attempt) {
+  if (attempt < 1 || attempt > kMaxAttemptNumber) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attempt: must be in [1, ", kMaxAttemptNumber, "], got ", attempt));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRetryAfter(absl::Duration ra) {
+  if (ra < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retry_after: must be >= 0, got ", absl::FormatDuration(ra)));
+  }
+  if (ra > kMaxRetryAfter) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retry_after: must be <= ", absl::FormatDuration(kMaxRetryAfter),
+        ", got ", absl::FormatDuration(ra)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NotTracked(absl::string_view endpoint) {
+  return absl::NotFoundError(
+      absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
+}
+
+}  // namespace
+
+Engine::Engine(EngineConfig config, const Clock* clock, RandomSource* random)
+    : clock_(clock),
+      random_(random),
+      max_key_bytes_(config.limits.max_key_bytes),
+      max_batch_size_(config.limits.max_batch_size) {
+  table_ = std::make_unique<EndpointTable>(
+      CompiledConfig::Compile(std::move(config), nullptr));
+}
+
+Engine::~Engine() = default;
+
+void Engine::SetConfig(EngineConfig config) {
+  absl::MutexLock reload(&set_config_mu_);
+  const int max_key_bytes = config.limits.max_key_bytes;
+  const int max_batch_size = config.limits.max_batch_size;
+  const std::shared_ptr<const CompiledConfig> old = table_->config();
+  std::shared_ptr<const CompiledConfig> compiled =
+      CompiledConfig::Compile(std::move(config), old.get());
+  max_key_bytes_.store(max_key_bytes, std::memory_order_relaxed);
+  max_batch_size_.store(max_batch_size, std::memory_order_relaxed);
+  table_->SetConfig(std::move(compiled));
+}
+
+EngineConfig Engine::config() const { return table_->config()->config; }
+
+absl::Status Engine::ValidateAdmit(const AdmitInput& in) const {
+  if (absl::Status s = ValidateEndpointKey(
+          in.endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  return ValidateAttempt(in.attempt);
+}
+
+absl::Status Engine::ValidateReport(const ReportInput& in) const {
+  if (absl::Status s = ValidateEndpointKey(
+          in.endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateAttempt(in.attempt); !s.ok()) return s;
+  const int o = static_cast<int>(in.outcome);
+  if (o < static_cast<int>(Outcome::kSuccess) ||
+      o > static_cast<int>(Outcome::kNotRetryable)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outcome: unknown value ", o));
+  }
+  if (in.retry_after.has_value()) return ValidateRetryAfter(*in.retry_after);
+  return absl::OkStatus();
+}
+
+template <typename Input, typename DecideFn>
+Decision Engine::DecideOn(const Input& in, bool after_failure,
+                          DecideFn decide) {
+  const absl::Time now = clock_->Now();
+  absl::BitGenRef rng = random_->Get();
+  const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
+  return table_->WithState(
+      in.endpoint, now,
+      [&](EndpointState& st, const PolicyParams& p, bool untracked) {
+        DecisionContext c{st,
+                          p,
+                          now,
+                          EffectiveDeadline(p, in.deadline,
+                                            in.first_attempt_time),
+                          rng,
+                          untracked ? nullptr : table_.get(),
+                          after_failure,
+                          paused_until};
+        return decide(c, in);
+      });
+}
+
+absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
+  if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+  return DecideOn(in, /*after_failure=*/false,
+                  [](DecisionContext& c, const AdmitInput& a) {
+                    return DecideAdmit(c, a);
+                  });
+}
+
+absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
+  if (absl::Status s = ValidateReport(in); !s.ok()) return s;
+  return DecideOn(in, /*after_failure=*/true,
+                  [](DecisionContext& c, const ReportInput& r) {
+                    return DecideReport(c, r);
+                  });
+}
+
+absl::StatusOr<EndpointSnapshot> Engine::Inspect(
+    absl::string_view endpoint) const {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<EndpointSnapshot> snap =
+      InspectEndpoint(*table_, endpoint, now);
+  if (snap.ok()) snap->pause = pauses_.Find(endpoint, now);
+  return snap;
+}
+
+ListPage Engine::List(absl::string_view after, int page_size,
+                      std::optional<BreakerState> state) const {
+  const absl::Time now = clock_->Now();
+  ListPage page = ListEndpoints(*table_, after, page_size, state, now);
+  for (EndpointSnapshot& snap : page.endpoints) {
+    snap.pause = pauses_.Find(snap.endpoint, now);
+  }
+  return page;
+}
+
+absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  if (!table_->Erase(endpoint)) return NotTracked(endpoint);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EndpointSnapshot> Engine::ForceBreaker(
+    absl::string_view endpoint, BreakerState to, absl::Duration open_for) {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  if (to == BreakerState::kHalfOpen) {
+    return absl::InvalidArgumentError("state: must be OPEN or CLOSED");
+  }
+  if (to == BreakerState::kOpen && open_for <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("open_for: must be > 0");
+  }
+  const absl::Time now = clock_->Now();
+  absl::BitGenRef rng = random_->Get();
+  const bool tracked = table_->WithTrackedMutable(
+      endpoint, [&](EndpointState& st, const PolicyParams& p) {
+        DecisionContext c{st,  p,   now, absl::InfiniteFuture(),
+                          rng, table_.get(), /*after_failure=*/false};
+        ApplyForcedBreaker(c, to == BreakerState::kOpen
+                                  ? st.breaker.ForceOpen(now + open_for)
+                                  : st.breaker.ForceClosed());
+      });
+  if (!tracked) return NotTracked(endpoint);
+  return Inspect(endpoint);
+}
+
+int64_t Engine::EvictIdle() { return table_->EvictIdle(clock_->Now()); }
+
+EngineStats Engine::Stats() const { return table_->Stats(); }
+
+void Engine::ExportState(
+    absl::FunctionRef<void(absl::Span<const EndpointRecord>)> sink) const {
+  const absl::Time now = clock_->Now();
+  std::vector<EndpointRecord> shard;
+  table_->VisitByShard(
+      [&](const EndpointState& st, const PolicyParams& p) {
+        shard.push_back(SaveEndpoint(st, p, now));
+      },
+      [&] {
+        if (!shard.empty()) sink(shard);
+        shard.clear();
+      });
+}
+
+ImportStats Engine::ImportState(absl::Span<const EndpointRecord> records) {
+  const absl::Time now = clock_->Now();
+  const int64_t cutoff = absl::ToUnixNanos(
+      now - table_->config()->config.limits.idle_eviction);
+  const int max_key_bytes = max_key_bytes_.load(std::memory_order_relaxed);
+  ImportStats stats;
+  for (const EndpointRecord& r : records) {
+    if (r.last_seen_ns < cutoff) {
+      ++stats.stale;
+    } else if (!ValidateEndpointKey(r.key, max_key_bytes).ok()) {
+      ++stats.rejected;
+    } else if (table_->InsertRestored(
+                   r.key, [&](EndpointState& st, const PolicyParams& p) {
+                     RestoreEndpoint(r, p, &st);
+                   }) == EndpointTable::InsertResult::kInserted) {
+      ++stats.restored;
+    } else {
+      ++stats.skipped;
+    }
+  }
+  return stats;
+}
+
+}  // namespace stagger::engine

@@ -1,0 +1,159 @@
+// Engine: the retry coordinator's decision logic and per-endpoint state.
+//
+// Admit() answers "may I send attempt n now?"; Report() records an attempt's
+// outcome and, for a failure, answers for attempt n+1. The decision order for
+// a failure report (README, "The decision order") is: validate -> an
+// operator's pause (DEFER(PAUSED), nothing changes) -> not
+// retryable -> remember Retry-After, feed the breaker (or, for overload, the
+// learned pace) -> attempt limit -> breaker -> overload (wait for a slot) ->
+// retry budget (an empty budget answers at once, before any delay is
+// computed) -> policy delay -> Retry-After -> deadline/horizon (a last-chance
+// attempt just before it, GIVE_UP only when none can start in time).
+// First attempts fund the retry budget when admitted; a failed retry spends
+// from it when reported (unless it was overload), and Admit and the failure
+// report only check the balance: a retry that succeeds costs nothing.
+//
+// Parked deliveries come back through the endpoint's release queue
+// (release_pacer.h) at a pace learned from the fleet's answers
+// (capacity_estimator.h); that state is allocated when the endpoint is
+// first unavailable (breaker tripped or a Retry-After window), since most
+// endpoints never need it.
+//
+// State per endpoint is shared by every caller (the fleet) and soft: losing
+// it loses only backoff history. The table is sharded by key hash, one
+// absl::Mutex per shard, no global lock on the decision path, and a lookup
+// of a known endpoint allocates nothing.
+//
+// Thread-safe: every method may be called concurrently. Time comes only from
+// the injected Clock and randomness only from the injected RandomSource.
+//
+// This class is the facade; the parts are their own units:
+//   endpoint_key.h     what a valid endpoint key is
+//   endpoint_state.h   one endpoint's state, its key in the same allocation
+//   compiled_config.h  a configuration as decisions read it; reloads
+//   endpoint_table.h   sharding, lookup, the max_endpoints limit, eviction,
+//                      counters
+//   decision_path.h    Admit and Report as columns of named gates
+//   inspection.h       snapshots, list pages and stats
+//   state_transfer.h   one endpoint's state to and from a state-file record
+#ifndef STAGGER_CORE_ENGINE_ENGINE_H_
+#define STAGGER_CORE_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/engine/clock.h"
+#include "core/engine/decision.h"
+#include "core/engine/endpoint_record.h"
+#include "core/engine/engine_config.h"
+#include "core/engine/inspection.h"
+#include "core/engine/pause_table.h"
+#include "core/engine/random.h"
+
+namespace stagger::engine {
+
+class EndpointTable;
+
+class Engine {
+ public:
+  // `clock` and `random` must outlive the engine. `config` must pass
+  // ValidateEngineConfig (CHECK-fails otherwise: validate first).
+  Engine(EngineConfig config, const Clock* clock, RandomSource* random);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // InvalidArgument naming the field ("endpoint", "attempt", "outcome",
+  // "retry_after") for bad input; otherwise a decision. Never changes state
+  // on an error.
+  absl::StatusOr<Decision> Admit(const AdmitInput& in);
+  absl::StatusOr<Decision> Report(const ReportInput& in);
+
+  // The checks Admit/Report make, without deciding (for batch validation).
+  absl::Status ValidateAdmit(const AdmitInput& in) const;
+  absl::Status ValidateReport(const ReportInput& in) const;
+
+  // Replaces the configuration atomically: each decision sees the old or the
+  // new config, never a mix. Endpoint state is kept; endpoints re-resolve
+  // their policy. `config` must pass ValidateEngineConfig.
+  void SetConfig(EngineConfig config);
+  EngineConfig config() const;
+
+  // Inspection: NotFound if `endpoint` is not tracked. Does not touch state.
+  absl::StatusOr<EndpointSnapshot> Inspect(absl::string_view endpoint) const;
+  // Up to `page_size` endpoints with keys > `after`, optionally only those
+  // whose breaker is in `state`, in key order.
+  ListPage List(absl::string_view after, int page_size,
+                std::optional<BreakerState> state) const;
+
+  // Evicts endpoints idle longer than limits.idle_eviction. Called
+  // periodically by the server; also happens on demand when the table is
+  // full. Returns the number evicted.
+  int64_t EvictIdle();
+
+  EngineStats Stats() const;
+
+  // The state file (endpoint_record.h; server/state/ writes and reads it).
+  // ExportState calls `sink` with the records of one table shard at a
+  // time, copied under the shard's lock and passed without it (records of
+  // different shards are taken moments apart).
+  void ExportState(
+      absl::FunctionRef<void(absl::Span<const EndpointRecord>)> sink) const;
+  // Restores records (ExportState's, maybe another process's under another
+  // configuration). Dropped: records idle longer than limits.idle_eviction
+  // now (stale), keys the current limits refuse (rejected), endpoints
+  // already tracked or beyond limits.max_endpoints (skipped). A restored
+  // endpoint's policy is resolved from the configuration in force; a window
+  // whose width changed starts empty.
+  ImportStats ImportState(absl::Span<const EndpointRecord> records);
+
+  // Operator controls (stagger.v1.Admin). Pauses (pause_table.h) are the
+  // first gate of every decision: while one covers the endpoint, Admit and
+  // every report but SUCCESS answer DEFER(PAUSED) until it ends (spread
+  // over deferral.spread after it), without touching the endpoint's state:
+  // failures during an operator's pause teach nothing, and nothing is
+  // given up. Pauses are not endpoint state: config reloads, eviction and
+  // ResetEndpoint keep them.
+  PauseTable& pauses() { return pauses_; }
+  const PauseTable& pauses() const { return pauses_; }
+  // Forgets the endpoint's state, as eviction does. NotFound if untracked.
+  absl::Status ResetEndpoint(absl::string_view endpoint);
+  // Forces its breaker OPEN for `open_for` (> 0) or CLOSED (CircuitBreaker::
+  // ForceOpen/ForceClosed), counted as a transition. NotFound if untracked.
+  absl::StatusOr<EndpointSnapshot> ForceBreaker(absl::string_view endpoint,
+                                                BreakerState to,
+                                                absl::Duration open_for);
+  int max_batch_size() const {
+    return max_batch_size_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  // One decision on `in.endpoint`'s state under its shard's lock: builds
+  // the decision context (now, effective deadline, randomness, pause) and
+  // hands it to `decide` (DecideAdmit or DecideReport). `in` is validated.
+  template <typename Input, typename DecideFn>
+  Decision DecideOn(const Input& in, bool after_failure, DecideFn decide);
+
+  const Clock* clock_;
+  RandomSource* random_;
+  PauseTable pauses_;
+  // Serialises SetConfig: two reloads interleaving their walks over the
+  // shards would leave some shards on one configuration for good.
+  absl::Mutex set_config_mu_;
+  std::unique_ptr<EndpointTable> table_;
+  std::atomic<int> max_key_bytes_;
+  std::atomic<int> max_batch_size_;
+};
+
+}  // namespace stagger::engine
+
+#endif  // STAGGER_CORE_ENGINE_ENGINE_H_
