@@ -27,6 +27,23 @@ void ServedRate::OnSuccess(absl::Time now) {
   if (this_second_ < UINT16_MAX) ++this_second_;
 }
 
+void ServedRate::OnSuccesses(absl::Time at, uint32_t n) {
+  const uint32_t s = static_cast<uint32_t>(absl::ToUnixSeconds(at));
+  const auto add = [n](uint16_t* count) {
+    *count = static_cast<uint16_t>(std::min<uint32_t>(UINT16_MAX, *count + n));
+  };
+  if (static_cast<int32_t>(s - second_) > 0) {  // a newer second
+    last_second_ = s == second_ + 1 ? this_second_ : 0;
+    this_second_ = 0;
+    second_ = s;
+  }
+  if (s == second_) {
+    add(&this_second_);
+  } else if (s + 1 == second_) {
+    add(&last_second_);
+  }
+}
+
 double ServedRate::PerSecond(absl::Time now) const {
   const uint32_t s = static_cast<uint32_t>(absl::ToUnixSeconds(now));
   if (s == second_) return std::max(this_second_, last_second_);

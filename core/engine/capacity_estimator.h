@@ -54,6 +54,9 @@ namespace stagger::engine {
 class ServedRate {
  public:
   void OnSuccess(absl::Time now);
+  // `n` successes at `at`, reported late (a lease holder's counts): counted
+  // in at's second if it is this one or the one before, dropped if older.
+  void OnSuccesses(absl::Time at, uint32_t n);
   // Successes in the last complete second, or so far in this one if more
   // (0 if the last success is older than that).
   double PerSecond(absl::Time now) const;

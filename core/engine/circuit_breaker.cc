@@ -8,6 +8,12 @@
 
 namespace stagger::engine {
 
+void CircuitBreaker::Forget() {
+  const uint16_t generation = generation_;
+  *this = CircuitBreaker();
+  generation_ = generation;  // a later period's probes get new tokens
+}
+
 BreakerState CircuitBreaker::StateAt(absl::Time now) const {
   if (state_ == BreakerState::kOpen && absl::ToUnixNanos(now) >= time_ns_) {
     return BreakerState::kHalfOpen;
@@ -20,7 +26,7 @@ CircuitBreaker::MaybeTransition CircuitBreaker::Refresh(const BreakerParams& p,
   if (!p.enabled && state_ != BreakerState::kClosed) {
     // Disabled by a configuration change: forget the trip.
     const BreakerState from = state_;
-    *this = CircuitBreaker();
+    Forget();
     return BreakerTransition{from, BreakerState::kClosed};
   }
   if (state_ != BreakerState::kOpen) return std::nullopt;
@@ -29,6 +35,7 @@ CircuitBreaker::MaybeTransition CircuitBreaker::Refresh(const BreakerParams& p,
   state_ = BreakerState::kHalfOpen;
   probes_in_flight_ = 0;
   probe_successes_ = 0;
+  ++generation_;
   time_ns_ = t;
   return BreakerTransition{BreakerState::kOpen, BreakerState::kHalfOpen};
 }
@@ -79,7 +86,7 @@ CircuitBreaker::MaybeTransition CircuitBreaker::ForceOpen(absl::Time until) {
 
 CircuitBreaker::MaybeTransition CircuitBreaker::ForceClosed() {
   const BreakerState from = state_;
-  *this = CircuitBreaker();
+  Forget();
   if (from == BreakerState::kClosed) return std::nullopt;
   return BreakerTransition{from, BreakerState::kClosed};
 }
@@ -112,16 +119,18 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnFailure(
 }
 
 CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
-                                                         absl::Time now) {
+                                                         absl::Time now,
+                                                         bool probe) {
   if (!p.enabled) return std::nullopt;
   switch (state_) {
     case BreakerState::kOpen:
       return std::nullopt;  // sent before the trip; wait for the probes
     case BreakerState::kHalfOpen:
+      if (!probe) return std::nullopt;  // traffic, not a probe
       if (probes_in_flight_ > 0) --probes_in_flight_;
       ++probe_successes_;
       if (probe_successes_ >= p.close_after_successes) {
-        *this = CircuitBreaker();  // closed, trips and window forgotten
+        Forget();  // closed, trips and window forgotten
         return BreakerTransition{BreakerState::kHalfOpen,
                                  BreakerState::kClosed};
       }
@@ -132,6 +141,43 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+void CircuitBreaker::CountLateAnswers(const BreakerParams& p, absl::Time now,
+                                      absl::Time at, uint32_t n) {
+  if (!p.enabled || state_ != BreakerState::kClosed || n == 0) return;
+  consecutive_failures_ = 0;
+  const int64_t slot_ns =
+      std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
+  window_.Advance(absl::ToUnixNanos(now) / slot_ns);
+  Counts* c = window_.At(absl::ToUnixNanos(std::min(at, now)) / slot_ns);
+  if (c == nullptr) return;  // older than the window
+  const uint32_t room = std::numeric_limits<uint32_t>::max() - c->attempts;
+  if (n > room) {  // saturated: halve both, which keeps the ratio
+    c->attempts /= 2;
+    c->failures /= 2;
+  }
+  c->attempts += std::min(n, std::numeric_limits<uint32_t>::max() - c->attempts);
+}
+
+double CircuitBreaker::TripShare(const BreakerParams& p, absl::Time now) {
+  if (state_ != BreakerState::kClosed) return 0;
+  const int64_t slot_ns =
+      std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
+  window_.Advance(absl::ToUnixNanos(now) / slot_ns);
+  const Counts sum = window_.Sum();
+  const double by_count = static_cast<double>(consecutive_failures_) /
+                          std::max(1, p.consecutive_failures);
+  const double trips_at =
+      p.failure_ratio *
+      std::max<double>(sum.attempts, std::max(1, p.min_throughput));
+  return std::max(by_count, sum.failures / trips_at);
+}
+
+void CircuitBreaker::ReturnProbe() {
+  if (state_ == BreakerState::kHalfOpen && probes_in_flight_ > 0) {
+    --probes_in_flight_;
+  }
 }
 
 // In HALF_OPEN, time_ns_ is the time of the latest probe admission (the

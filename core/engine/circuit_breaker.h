@@ -6,6 +6,9 @@
 //   HALF_OPEN: at most half_open_probes probe attempts fleet-wide; a slot
 //             not reported within probe_timeout is freed.
 //   HALF_OPEN --(close_after_successes probe successes)--> CLOSED
+//             Only a probe's success counts (the caller tells, from the
+//             attempt's admission token: admission.h); a success admitted
+//             otherwise (before the trip, under a lease) is traffic.
 //   HALF_OPEN --(a probe failure)--> OPEN for a longer time
 // Open duration = min(open_max, open_base * 2^(trips-1)) jittered by +-20%,
 // where trips counts trips since the breaker last closed.
@@ -50,8 +53,26 @@ class CircuitBreaker {
   MaybeTransition OnFailure(const BreakerParams& p, absl::Time now,
                             absl::BitGenRef rng);
   // An attempt got an answer from the endpoint (success, or a 4xx that
-  // shows it is up).
-  MaybeTransition OnAnswer(const BreakerParams& p, absl::Time now);
+  // shows it is up). `probe`: it was admitted as a probe of this half-open
+  // period (HALF_OPEN only counts those).
+  MaybeTransition OnAnswer(const BreakerParams& p, absl::Time now,
+                           bool probe = true);
+  // CLOSED: `n` answers at `at` (<= now) reported late (a lease holder's
+  // counts): they reset the consecutive failures and count in the window
+  // if it still holds at's slot. Nothing in the other states: they are
+  // traffic, never probes.
+  void CountLateAnswers(const BreakerParams& p, absl::Time now, absl::Time at,
+                        uint32_t n);
+  // CLOSED: how near a trip the endpoint is, as the larger of its
+  // consecutive failures over the count threshold and its window's
+  // failures over what the ratio threshold would trip on (counted against
+  // at least min_throughput attempts): >= 1 trips. 0 in other states.
+  double TripShare(const BreakerParams& p, absl::Time now);
+  // Half-open periods so far (mod 2^16): names this period's probes.
+  uint16_t generation() const { return generation_; }
+  // HALF_OPEN: a probe admitted in this period will not be sent (its
+  // waiting call went away): its slot is free again.
+  void ReturnProbe();
   // HALF_OPEN: is a probe slot free now (frees timed-out slots first)?
   bool ProbeSlotFree(const BreakerParams& p, absl::Time now);
   // HALF_OPEN: takes a probe slot. Call after ProbeSlotFree() said yes.
@@ -80,6 +101,8 @@ class CircuitBreaker {
     }
   };
   void Count(const BreakerParams& p, absl::Time now, bool failure);
+  // CLOSED with everything forgotten but the half-open generation.
+  void Forget();
   BreakerTransition Trip(const BreakerParams& p, absl::Time now,
                          absl::BitGenRef rng);
 
@@ -90,6 +113,7 @@ class CircuitBreaker {
   uint32_t consecutive_failures_ = 0;
   uint16_t probes_in_flight_ = 0;
   uint16_t probe_successes_ = 0;
+  uint16_t generation_ = 0;
   BreakerState state_ = BreakerState::kClosed;
   uint8_t trips_ = 0;
   SlidingWindow<Counts, kSlots> window_;

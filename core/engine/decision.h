@@ -70,6 +70,20 @@ struct BreakerTransition {
   BreakerState to;
 };
 
+// Admission tokens (proto: Decision.admission, ReportRequest.admission):
+// what let an attempt go, echoed by the worker in the attempt's Report so
+// that only a probe's success can close a half-open breaker.
+inline constexpr uint64_t kNoAdmission = 0;     // not echoed (read as before
+                                                // tokens: may be a probe)
+inline constexpr uint64_t kLocalAdmission = 1;  // admitted without the
+                                                // coordinator (a lease, a
+                                                // client's fallback)
+inline constexpr uint64_t kCoordinatorAdmission = 2;  // by the coordinator,
+                                                      // not as a probe
+// A probe's token has this bit; the rest names the engine and the
+// half-open period (admission.h).
+inline constexpr uint64_t kProbeAdmissionBit = uint64_t{1} << 63;
+
 struct Decision {
   Verdict verdict = Verdict::kProceed;
   Reason reason = Reason::kAdmitted;
@@ -80,6 +94,8 @@ struct Decision {
   // The attempt this decision is about (Admit: the request's; failure
   // Report: the next one).
   int attempt = 0;
+  // kProceed to an Admit: the admission token (above); 0 otherwise.
+  uint64_t admission = kNoAdmission;
 
   // Facts for metrics; they do not change what the worker does.
   bool retry_after_seen = false;     // the report carried a Retry-After
@@ -96,6 +112,9 @@ struct AdmitInput {
   int attempt = 1;                                // >= 1
   absl::Time deadline = absl::InfiniteFuture();   // caller's deadline
   absl::Time first_attempt_time = absl::InfinitePast();  // unknown
+  // Waiting admission: how long the caller lets the coordinator hold the
+  // call, 0..kMaxWait (0: answer at once).
+  absl::Duration wait = absl::ZeroDuration();
 };
 
 struct ReportInput {
@@ -106,12 +125,16 @@ struct ReportInput {
   std::optional<absl::Duration> retry_after;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time first_attempt_time = absl::InfinitePast();
+  // The admission token of the Admit that let this attempt go (above).
+  uint64_t admission = kNoAdmission;
 };
 
 // Retry-After values above this are refused as bad input (a header that
 // says "come back in a year" is broken, not a plan). Values up to it are
 // accepted and clamped to the policy's retry_after_max.
 inline constexpr absl::Duration kMaxRetryAfter = absl::Hours(24);
+// AdmitInput::wait values above this are refused as bad input.
+inline constexpr absl::Duration kMaxWait = absl::Seconds(60);
 
 }  // namespace stagger::engine
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/engine/admission.h"
 #include "core/engine/backoff.h"
 #include "core/engine/endpoint_table.h"
 
@@ -120,6 +121,11 @@ Decision DecideAdmit(DecisionContext& c, const AdmitInput& in) {
   if (in.attempt == 1 && d.verdict == Verdict::kProceed) {
     c.st.budget.RecordFirstAttempt(c.p.budget, c.now);
   }
+  if (d.verdict == Verdict::kProceed) {
+    d.admission = d.reason == Reason::kHalfOpenProbe
+                      ? ProbeAdmission(c.token_salt, c.st.breaker.generation())
+                      : kCoordinatorAdmission;
+  }
   return d;
 }
 
@@ -135,13 +141,13 @@ Decision DecideReport(DecisionContext& c, const ReportInput& in) {
   RefreshBreaker(c, &d);
   switch (in.outcome) {
     case Outcome::kSuccess:
-      LearnFromAnswer(c, &d);
+      LearnFromAnswer(c, in.admission, &d);
       c.st.previous_delay_ns = 0;  // reset on success only, never by time
       Apply(Answer::Done(Reason::kSucceeded), &d);
       return d;
     case Outcome::kNotRetryable:
       // The endpoint answered: it is up, whatever it thought of us.
-      LearnFromAnswer(c, &d);
+      LearnFromAnswer(c, in.admission, &d);
       Apply(Answer::GiveUp(Reason::kNotRetryable), &d);
       return d;
     case Outcome::kRetryableFailure:
@@ -284,14 +290,17 @@ void RefreshBreaker(DecisionContext& c, Decision* d) {
   SyncGate(c);
 }
 
-void LearnFromAnswer(DecisionContext& c, Decision* d) {
+void LearnFromAnswer(DecisionContext& c, uint64_t admission, Decision* d) {
   EndpointState& st = c.st;
   EndpointRelease* rel = st.release.get();
-  if (rel != nullptr && st.breaker.state() == BreakerState::kHalfOpen) {
+  const bool probe = st.breaker.state() == BreakerState::kHalfOpen &&
+                     CountsAsProbe(admission, c.token_salt,
+                                   st.breaker.generation());
+  if (rel != nullptr && probe) {
     // The latest probe went out at open_until() (circuit_breaker.h).
     rel->capacity.SampleRtt(c.now - st.breaker.open_until());
   }
-  AddTransition(c, d, st.breaker.OnAnswer(c.p.breaker, c.now));
+  AddTransition(c, d, st.breaker.OnAnswer(c.p.breaker, c.now, probe));
   SyncGate(c);
   st.served.OnSuccess(c.now);
   if (rel != nullptr) {

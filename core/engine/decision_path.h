@@ -60,6 +60,8 @@ struct DecisionContext {
   // The end of the operator's pause covering the endpoint (pause_table.h);
   // InfinitePast if none.
   absl::Time paused_until = absl::InfinitePast();
+  // The engine's salt for probe admission tokens (admission.h).
+  uint32_t token_salt = 0;
 };
 
 // The earlier of `deadline` and first_attempt + the policy's horizon
@@ -127,8 +129,10 @@ Answer FitBeforeDeadline(DecisionContext& c, const Answer& a);
 // Learning. The breaker may change state (Refresh: an OPEN breaker past its
 // time half-opens); the capacity estimator hears whether the gate is open.
 void RefreshBreaker(DecisionContext& c, Decision* d);
-// The endpoint answered (a success, or a 4xx that shows it is up).
-void LearnFromAnswer(DecisionContext& c, Decision* d);
+// The endpoint answered (a success, or a 4xx that shows it is up) to an
+// attempt admitted with `admission` (only a probe's answer moves a
+// half-open breaker, and times the round trip).
+void LearnFromAnswer(DecisionContext& c, uint64_t admission, Decision* d);
 // A failure: capacity estimator, Retry-After, budget, breaker. True if it
 // was overload.
 bool LearnFromFailure(DecisionContext& c, const ReportInput& in, Decision* d);

@@ -3,7 +3,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
+#include "core/engine/admission.h"
 #include "core/engine/compiled_config.h"
 #include "core/engine/decision_path.h"
 #include "core/engine/endpoint_key.h"
@@ -37,6 +39,19 @@ absl::Status ValidateRetryAfter(absl::Duration ra) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateWait(absl::Duration wait) {
+  if (wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("wait: must be >= 0, got ", absl::FormatDuration(wait)));
+  }
+  if (wait > kMaxWait) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait: must be <= ", absl::FormatDuration(kMaxWait), ", got ",
+        absl::FormatDuration(wait)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NotTracked(absl::string_view endpoint) {
   return absl::NotFoundError(
       absl::StrCat("endpoint: not tracked: \"", endpoint, "\""));
@@ -47,6 +62,7 @@ absl::Status NotTracked(absl::string_view endpoint) {
 Engine::Engine(EngineConfig config, const Clock* clock, RandomSource* random)
     : clock_(clock),
       random_(random),
+      token_salt_(absl::Uniform<uint32_t>(random->Get(), 1, 0x7fffffff)),
       max_key_bytes_(config.limits.max_key_bytes),
       max_batch_size_(config.limits.max_batch_size) {
   table_ = std::make_unique<EndpointTable>(
@@ -75,7 +91,8 @@ absl::Status Engine::ValidateAdmit(const AdmitInput& in) const {
       !s.ok()) {
     return s;
   }
-  return ValidateAttempt(in.attempt);
+  if (absl::Status s = ValidateAttempt(in.attempt); !s.ok()) return s;
+  return ValidateWait(in.wait);
 }
 
 absl::Status Engine::ValidateReport(const ReportInput& in) const {
@@ -112,7 +129,8 @@ Decision Engine::DecideOn(const Input& in, bool after_failure,
                           rng,
                           untracked ? nullptr : table_.get(),
                           after_failure,
-                          paused_until};
+                          paused_until,
+                          token_salt_};
         return decide(c, in);
       });
 }
@@ -192,6 +210,43 @@ absl::StatusOr<EndpointSnapshot> Engine::ForceBreaker(
       });
   if (!tracked) return NotTracked(endpoint);
   return Inspect(endpoint);
+}
+
+LeaseTerms Engine::LeaseTermsFor(absl::string_view endpoint) {
+  const absl::Time now = clock_->Now();
+  const bool paused = pauses_.PausedUntil(endpoint, now) > now;
+  LeaseTerms terms;
+  const bool tracked = table_->WithTrackedMutable(
+      endpoint, [&](EndpointState& st, const PolicyParams& p) {
+        terms = TermsFor(st, p, now, paused);
+      });
+  if (!tracked) {
+    const std::shared_ptr<const CompiledConfig> config = table_->config();
+    terms.clear = !paused;
+    terms.initial_jitter =
+        config->Policy(config->Resolve(endpoint)).backoff.initial_jitter;
+  }
+  return terms;
+}
+
+void Engine::ApplyLateCounts(absl::string_view endpoint,
+                             absl::Span<const LateCounts> buckets) {
+  const absl::Time now = clock_->Now();
+  table_->WithState(endpoint, now,
+                    [&](EndpointState& st, const PolicyParams& p, bool) {
+                      for (const LateCounts& b : buckets) {
+                        engine::ApplyLateCounts(st, p, now, b);
+                      }
+                    });
+}
+
+void Engine::ReturnProbe(absl::string_view endpoint, uint64_t admission) {
+  table_->WithTrackedMutable(endpoint, [&](EndpointState& st,
+                                           const PolicyParams&) {
+    if (admission == ProbeAdmission(token_salt_, st.breaker.generation())) {
+      st.breaker.ReturnProbe();
+    }
+  });
 }
 
 int64_t Engine::EvictIdle() { return table_->EvictIdle(clock_->Now()); }

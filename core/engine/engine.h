@@ -56,6 +56,7 @@
 #include "core/engine/endpoint_record.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/inspection.h"
+#include "core/engine/lease_terms.h"
 #include "core/engine/pause_table.h"
 #include "core/engine/random.h"
 
@@ -132,6 +133,19 @@ class Engine {
   absl::StatusOr<EndpointSnapshot> ForceBreaker(absl::string_view endpoint,
                                                 BreakerState to,
                                                 absl::Duration open_for);
+  // Leases (core/lease/, lease_terms.h). Whether `endpoint` (a valid key)
+  // is clear for a lease now, and on what terms; an untracked endpoint is
+  // clear on its policy's terms.
+  LeaseTerms LeaseTermsFor(absl::string_view endpoint);
+  // A lease holder's counts for `endpoint` (a valid key), learned at the
+  // times they happened (tracking the endpoint if it is not yet).
+  void ApplyLateCounts(absl::string_view endpoint,
+                       absl::Span<const LateCounts> buckets);
+  // A probe admitted with `admission` will not be sent (the waiting call it
+  // was released to went away): its slot is free again. Nothing if the
+  // token is not a probe of the endpoint's current half-open period.
+  void ReturnProbe(absl::string_view endpoint, uint64_t admission);
+
   int max_batch_size() const {
     return max_batch_size_.load(std::memory_order_relaxed);
   }
@@ -145,6 +159,8 @@ class Engine {
 
   const Clock* clock_;
   RandomSource* random_;
+  // Names this engine's probe admission tokens (admission.h).
+  const uint32_t token_salt_;
   PauseTable pauses_;
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.

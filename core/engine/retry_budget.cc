@@ -11,12 +11,21 @@ uint32_t SaturatingIncrement(uint32_t v) {
   return v == std::numeric_limits<uint32_t>::max() ? v : v + 1;
 }
 
+uint32_t SaturatingAdd(uint32_t v, uint32_t n) {
+  return n > std::numeric_limits<uint32_t>::max() - v
+             ? std::numeric_limits<uint32_t>::max()
+             : v + n;
+}
+
+int64_t SlotNanos(const BudgetParams& p) {
+  return std::max<int64_t>(
+      1, absl::ToInt64Nanoseconds(p.window) / RetryBudget::kSlots);
+}
+
 }  // namespace
 
 void RetryBudget::Advance(const BudgetParams& p, absl::Time now) {
-  const int64_t slot_ns =
-      std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
-  window_.Advance(absl::ToUnixNanos(now) / slot_ns);
+  window_.Advance(absl::ToUnixNanos(now) / SlotNanos(p));
 }
 
 int64_t RetryBudget::AllowedUnits(const BudgetParams& p,
@@ -32,6 +41,15 @@ void RetryBudget::RecordFirstAttempt(const BudgetParams& p, absl::Time now) {
   Advance(p, now);
   Counts& c = window_.Current();
   c.first_attempts = SaturatingIncrement(c.first_attempts);
+}
+
+void RetryBudget::RecordFirstAttempts(const BudgetParams& p, absl::Time now,
+                                      absl::Time at, uint32_t n) {
+  Advance(p, now);
+  if (Counts* c = window_.At(absl::ToUnixNanos(std::min(at, now)) /
+                             SlotNanos(p))) {
+    c->first_attempts = SaturatingAdd(c->first_attempts, n);
+  }
 }
 
 bool RetryBudget::CanRetry(const BudgetParams& p, absl::Time now) {

@@ -24,6 +24,10 @@ class RetryBudget {
 
   // A first attempt was sent.
   void RecordFirstAttempt(const BudgetParams& p, absl::Time now);
+  // `n` first attempts were sent at `at` (<= now), reported late: counted
+  // in at's slot if the window still holds it, dropped if it is older.
+  void RecordFirstAttempts(const BudgetParams& p, absl::Time now,
+                           absl::Time at, uint32_t n);
   // True if one more retry fits in the budget now (does not withdraw).
   bool CanRetry(const BudgetParams& p, absl::Time now);
   // A retry failed (the engine spends on failed retries only).

@@ -52,6 +52,17 @@ class SlidingWindow {
 
   Counts& Current() { return slots_[head_ % kSlots]; }
 
+  // The slot of `slot_index` if it is still in the window (at most
+  // kSlots - 1 slots before the head); nullptr if it fell out (counts that
+  // old are already outside the window) or lies after the head. For counts
+  // reported late (a lease holder's batched counts, core/lease/).
+  Counts* At(int64_t slot_index) {
+    const int32_t back =
+        static_cast<int32_t>(head_ - static_cast<uint32_t>(slot_index));
+    if (back < 0 || back >= kSlots) return nullptr;
+    return &Ago(back);
+  }
+
   // Sum over the window (Counts must support +=).
   Counts Sum() const {
     Counts total{};

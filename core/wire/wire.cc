@@ -186,6 +186,11 @@ absl::StatusOr<engine::AdmitInput> FromProto(const v1::AdmitRequest& req) {
   engine::AdmitInput in;
   in.endpoint = req.endpoint();
   in.attempt = req.attempt();
+  if (req.has_wait()) {
+    absl::StatusOr<absl::Duration> w = FromProto(req.wait(), "wait");
+    if (!w.ok()) return w.status();
+    in.wait = *w;
+  }
   if (absl::Status st = ReadTimes(req, &in); !st.ok()) return st;
   return in;
 }
@@ -203,6 +208,7 @@ absl::StatusOr<engine::ReportInput> FromProto(const v1::ReportRequest& req) {
         "outcome: unknown value ", static_cast<int>(req.outcome())));
   }
   in.outcome = *outcome;
+  in.admission = req.admission();
   if (req.has_retry_after()) {
     absl::StatusOr<absl::Duration> d =
         FromProto(req.retry_after(), "retry_after");
@@ -216,6 +222,7 @@ absl::StatusOr<engine::ReportInput> FromProto(const v1::ReportRequest& req) {
 void ToProto(const engine::AdmitInput& in, v1::AdmitRequest* out) {
   out->set_endpoint(std::string(in.endpoint));
   out->set_attempt(in.attempt);
+  if (in.wait != absl::ZeroDuration()) ToProto(in.wait, out->mutable_wait());
   WriteTimes(in, out);
 }
 
@@ -223,6 +230,7 @@ void ToProto(const engine::ReportInput& in, v1::ReportRequest* out) {
   out->set_endpoint(std::string(in.endpoint));
   out->set_attempt(in.attempt);
   out->set_outcome(ToProto(in.outcome));
+  out->set_admission(in.admission);
   if (in.retry_after.has_value()) {
     ToProto(*in.retry_after, out->mutable_retry_after());
   }
@@ -235,6 +243,7 @@ void ToProto(const engine::Decision& d, absl::Time now, v1::Decision* out) {
   out->set_verdict(ToProto(d.verdict));
   out->set_reason(ToProto(d.reason));
   out->set_attempt(d.attempt);
+  out->set_admission(d.admission);
   if (d.verdict == Verdict::kProceed) {
     ToProto(d.delay, out->mutable_delay());
   } else if (d.verdict == Verdict::kDefer) {
@@ -258,6 +267,7 @@ absl::StatusOr<engine::Decision> FromProto(const v1::Decision& d,
   // (the verdict is what the worker acts on).
   out.reason = static_cast<Reason>(d.reason());
   out.attempt = d.attempt();
+  out.admission = d.admission();
   if (out.verdict == Verdict::kProceed && d.has_delay()) {
     absl::StatusOr<absl::Duration> delay = FromProto(d.delay(), "delay");
     if (!delay.ok()) return absl::InternalError(delay.status().message());

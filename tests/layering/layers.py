@@ -45,7 +45,7 @@ RULES = [
     # The decision logic: Abseil and the standard library only.
     ("core/engine", {"std", "absl"}, ["core/engine"]),
     # The rest of core: below server, client and the agent.
-    ("core/wire", LIBS, ["core/engine", "core/wire"]),
+    ("core/wire", LIBS, ["core/engine", "core/lease", "core/wire"]),
     ("core/config", LIBS, ["core/engine", "core/wire", "core/config"]),
     ("core/metrics", LIBS, ["core/engine", "core/metrics"]),
     ("core/lease", {"std", "absl"}, ["core/engine", "core/lease"]),

@@ -1,0 +1,56 @@
+// What the engine tells the lease side (core/lease/) about one endpoint:
+// whether it is clear for a lease and on what terms, and how counts that a
+// lease holder reports late are learned.
+//
+// Clear (ClearForLease) means nothing about the endpoint needs the fleet's
+// central view: its breaker is CLOSED, no Retry-After window runs, no
+// operator's pause covers it, no release of parked deliveries is running,
+// and its recent failures are below kLeaseFailureShare of both breaker trip
+// thresholds (consecutive failures, and the failure ratio over the window
+// counted against at least min_throughput attempts). An endpoint failing
+// toward a trip is decided centrally, so a trip leaks as little as
+// possible. A disabled breaker only needs the other conditions.
+//
+// Late counts (ApplyLateCounts) are learned at the time they happened, as
+// today's decisions would have learned them: first attempts fund the retry
+// budget in their slot of its window, successes count in the breaker's
+// window (CLOSED only: in other states they are traffic, never probes) and
+// in the served rate. Counts older than a window are outside it already.
+// Runs under the endpoint's shard lock (Engine calls these).
+#ifndef STAGGER_CORE_ENGINE_LEASE_TERMS_H_
+#define STAGGER_CORE_ENGINE_LEASE_TERMS_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "core/engine/endpoint_state.h"
+#include "core/engine/engine_config.h"
+
+namespace stagger::engine {
+
+// Failures must stay below this share of a trip threshold for a lease.
+inline constexpr double kLeaseFailureShare = 0.5;
+
+struct LeaseTerms {
+  bool clear = false;
+  // The endpoint's policy: a leased first attempt is spread over [0, this).
+  absl::Duration initial_jitter = absl::ZeroDuration();
+  // Successes per second the endpoint served lately (sizes the allowance).
+  double served_per_second = 0;
+};
+
+// Counts of one time bucket reported by a lease holder.
+struct LateCounts {
+  absl::Time at;  // the bucket's start
+  uint32_t first_attempts = 0;
+  uint32_t successes = 0;
+};
+
+LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,
+                    bool paused);
+void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
+                     const LateCounts& counts);
+
+}  // namespace stagger::engine
+
+#endif  // STAGGER_CORE_ENGINE_LEASE_TERMS_H_

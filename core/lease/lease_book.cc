@@ -1,0 +1,185 @@
+#include "core/lease/lease_book.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/engine/admission.h"
+#include "core/engine/backoff.h"
+
+namespace stagger::lease {
+
+bool LeaseBook::Live(const Entry& e, absl::Time now) {
+  return e.lease.has_value() && now < e.lease->expires;
+}
+
+void LeaseBook::Count(Entry& e, absl::Time now, bool first_attempt) {
+  const absl::Time start =
+      absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), kBucket);
+  if (e.pending.empty() || e.pending.back().at != start) {
+    e.pending.push_back(engine::LateCounts{start, 0, 0});
+  }
+  engine::LateCounts& b = e.pending.back();
+  if (first_attempt) {
+    ++b.first_attempts;
+  } else {
+    ++b.successes;
+  }
+}
+
+void LeaseBook::MaybeRenew(Entry& e, absl::Time now) {
+  const Lease& l = *e.lease;
+  if (now - l.granted >= (l.expires - l.granted) / 2 ||
+      l.left <= l.allowance / 2) {
+    e.wants = true;
+  }
+}
+
+std::optional<engine::Decision> LeaseBook::Admit(const engine::AdmitInput& in,
+                                                 absl::Time now,
+                                                 absl::BitGenRef rng) {
+  if (in.attempt != 1) return std::nullopt;
+  absl::MutexLock l(&mu_);
+  Entry& e = entries_[in.endpoint];
+  if (!Live(e, now) || e.lease->left == 0 || now > in.deadline) {
+    e.wants = true;
+    return std::nullopt;
+  }
+  --e.lease->left;
+  MaybeRenew(e, now);
+  Count(e, now, /*first_attempt=*/true);
+  engine::Decision d;
+  d.verdict = engine::Verdict::kProceed;
+  d.reason = engine::Reason::kInitialJitter;
+  d.delay = engine::UniformDuration(rng, e.lease->initial_jitter);
+  d.attempt = 1;
+  d.admission = engine::kLocalAdmission;
+  return d;
+}
+
+std::optional<engine::Decision> LeaseBook::Report(
+    const engine::ReportInput& in, absl::Time now) {
+  if (in.outcome != engine::Outcome::kSuccess ||
+      (in.admission & engine::kProbeAdmissionBit) != 0) {
+    return std::nullopt;
+  }
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(in.endpoint);
+  if (it == entries_.end() || !Live(it->second, now)) return std::nullopt;
+  Count(it->second, now, /*first_attempt=*/false);
+  engine::Decision d;
+  d.verdict = engine::Verdict::kDone;
+  d.reason = engine::Reason::kSucceeded;
+  d.attempt = in.attempt;
+  return d;
+}
+
+CountReport LeaseBook::NewReport() {
+  CountReport r;
+  r.seq = next_seq_++;
+  return r;
+}
+
+void LeaseBook::Keep(CountReport r) {
+  unacked_.push_back(std::move(r));
+  while (unacked_.size() > kMaxUnacked) unacked_.pop_front();
+}
+
+LeaseBook::Outgoing LeaseBook::TakeOutgoing(absl::Time now, bool flush) {
+  absl::MutexLock l(&mu_);
+  Outgoing out;
+  out.acks.swap(acks_);
+  CountReport report = NewReport();
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = it->second;
+    if (e.wants && now - e.last_ask >= kAskInterval &&
+        out.asks.size() < kMaxItemsPerMessage) {
+      out.asks.push_back(it->first);
+      e.last_ask = now;
+      e.wants = false;
+    }
+    if (flush && !e.pending.empty() &&
+        report.endpoints.size() < kMaxItemsPerMessage) {
+      report.endpoints.push_back({it->first, std::move(e.pending)});
+      e.pending.clear();
+    }
+    const bool idle = !Live(e, now) && e.pending.empty() && !e.wants &&
+                      now - e.last_ask >= kAskInterval;
+    if (idle) {
+      entries_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  if (report.endpoints.empty()) {
+    --next_seq_;  // nothing to number
+  } else {
+    out.counts = report;
+    Keep(std::move(report));
+  }
+  return out;
+}
+
+std::optional<CountReport> LeaseBook::TakeCountsFor(
+    absl::string_view endpoint) {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(endpoint);
+  if (it == entries_.end() || it->second.pending.empty()) return std::nullopt;
+  CountReport r = NewReport();
+  r.endpoints.push_back({it->first, std::move(it->second.pending)});
+  it->second.pending.clear();
+  Keep(r);
+  return r;
+}
+
+std::vector<CountReport> LeaseBook::Unacked() const {
+  absl::MutexLock l(&mu_);
+  return {unacked_.begin(), unacked_.end()};
+}
+
+void LeaseBook::OnApplied(uint64_t seq) {
+  absl::MutexLock l(&mu_);
+  while (!unacked_.empty() && unacked_.front().seq <= seq) {
+    unacked_.pop_front();
+  }
+}
+
+void LeaseBook::OnGrant(const LeaseGrant& g, absl::Time now) {
+  absl::MutexLock l(&mu_);
+  Entry& e = entries_[g.endpoint];
+  if (e.lease.has_value() && g.epoch < e.lease->epoch) return;  // stale
+  e.lease = Lease{g.epoch, now, now + g.ttl, g.allowance, g.allowance,
+                  g.initial_jitter};
+  e.wants = false;
+}
+
+void LeaseBook::OnRevoke(const LeaseRevoke& r) {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(r.endpoint);
+  if (it != entries_.end() && it->second.lease.has_value() &&
+      it->second.lease->epoch <= r.epoch) {
+    it->second.lease.reset();
+  }
+  // Acknowledged even if no lease was held: the grant may still be on its
+  // way, and the replica waits for the ack (or the ttl) before a probe.
+  acks_.push_back({r.endpoint, r.epoch});
+}
+
+void LeaseBook::DropAll() {
+  absl::MutexLock l(&mu_);
+  for (auto& [key, e] : entries_) e.lease.reset();
+}
+
+int LeaseBook::LeasesHeld(absl::Time now) const {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  for (const auto& [key, e] : entries_) n += Live(e, now) ? 1 : 0;
+  return n;
+}
+
+bool LeaseBook::HasLease(absl::string_view endpoint, absl::Time now) const {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(endpoint);
+  return it != entries_.end() && Live(it->second, now);
+}
+
+}  // namespace stagger::lease
