@@ -31,6 +31,7 @@
 #include "server/daemon/drain.h"
 #include "server/daemon/eviction_loop.h"
 #include "server/daemon/exit_codes.h"
+#include "server/daemon/leases.h"
 #include "server/daemon/log.h"
 #include "server/daemon/metrics_stack.h"
 #include "server/daemon/servers.h"
@@ -86,6 +87,10 @@ ABSL_FLAG(std::string, authz_policy_file, "",
           "gRFC A43 authorization policy (JSON); needs mutual TLS");
 ABSL_FLAG(absl::Duration, authz_poll_interval, absl::Seconds(1),
           "how often the authorization policy file is checked for changes");
+ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(5),
+          "how long a lease granted to a stagger-agent lasts unless renewed "
+          "or revoked; 0: grant none (agents ask this coordinator for "
+          "everything); else 1s..10m");
 ABSL_FLAG(std::string, health_address, "",
           "separate plaintext address serving only the gRPC health service; "
           "empty: none");
@@ -100,6 +105,7 @@ struct CheckedFlags {
   daemon::StateFileOptions state_file;
   std::optional<service::Ownership> ownership;  // unset: one replica
   daemon::DrainOptions drain;
+  absl::Duration lease_ttl;
 };
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
@@ -133,6 +139,10 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
   checked.drain = {absl::GetFlag(FLAGS_drain_grace),
                    absl::GetFlag(FLAGS_drain_timeout)};
   if (absl::Status s = daemon::CheckDrainOptions(checked.drain); !s.ok()) {
+    return s;
+  }
+  checked.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
+  if (absl::Status s = daemon::CheckLeaseTtl(checked.lease_ttl); !s.ok()) {
     return s;
   }
   const char* hostname = std::getenv("HOSTNAME");
@@ -210,31 +220,38 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine) {
   ApplyOwnership(flags.ownership, coordinator);
   service::AdminService admin(&engine, &(*port_security)->metrics(),
                               engine::RealClock::Instance(), daemon::Log);
+  daemon::Leases leases(&engine, flags.lease_ttl,
+                        flags.ownership ? &*flags.ownership : nullptr,
+                        (*metrics)->metrics());
+  coordinator.set_lease_hub(&leases.hub());
+  admin.set_lease_hub(&leases.hub());
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
        (*port_security)->credentials()},
-      {&coordinator, &admin});
+      {&coordinator, &admin, &leases.sync()});
   if (!servers.ok()) {
     return Fail(daemon::kExitStartupFailure, "", servers.status());
   }
   (*port_security)->StartReloading();
   auto reloader = daemon::StartConfigWatch(
       flags.startup, absl::GetFlag(FLAGS_config_poll_interval), &engine,
-      (*metrics)->metrics());
+      (*metrics)->metrics(), [&leases] { leases.RevokeAll(); });
   if (!reloader.ok()) {
     return Fail(daemon::kExitStartupFailure, "cannot watch config: ",
                 reloader.status());
   }
   daemon::EvictionLoop eviction(&engine);
+  eviction.set_each_round([&leases] { leases.Sweep(); });
   eviction.Start();
   LogReady(address, *servers, **port_security, **metrics);
 
   daemon::WaitForShutdownSignal(reloader->get());
   daemon::Drain(*servers, flags.drain,
-                /*after_last_answer=*/[&keeper] {
-                  if (keeper) keeper->Stop();  // the last snapshot
-                });
+                {/*before_close=*/[&leases] { leases.hub().Shutdown(); },
+                 /*after_last_answer=*/[&keeper] {
+                   if (keeper) keeper->Stop();  // the last snapshot
+                 }});
   (*port_security)->Stop();
   if (*reloader) (*reloader)->Stop();
   eviction.Stop();

@@ -208,8 +208,10 @@ GateAnswer BudgetEmpty(DecisionContext& c) {
 }
 
 GateAnswer HalfOpenBusy(DecisionContext& c) {
-  if (c.st.breaker.state() != BreakerState::kHalfOpen ||
-      c.st.breaker.ProbeSlotFree(c.p.breaker, c.now)) {
+  if (c.st.breaker.state() != BreakerState::kHalfOpen) return std::nullopt;
+  const bool held =
+      c.probe_hold != nullptr && (*c.probe_hold)(c.st.key(), c.now);
+  if (!held && c.st.breaker.ProbeSlotFree(c.p.breaker, c.now)) {
     return std::nullopt;
   }
   return Park(c, Reason::kHalfOpenBusy,

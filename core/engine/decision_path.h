@@ -22,6 +22,7 @@
 #ifndef STAGGER_CORE_ENGINE_DECISION_PATH_H_
 #define STAGGER_CORE_ENGINE_DECISION_PATH_H_
 
+#include <functional>
 #include <optional>
 
 #include "absl/random/bit_gen_ref.h"
@@ -62,6 +63,10 @@ struct DecisionContext {
   absl::Time paused_until = absl::InfinitePast();
   // The engine's salt for probe admission tokens (admission.h).
   uint32_t token_salt = 0;
+  // An outside reason to hold a probe back (Engine::set_probe_hold); null:
+  // none.
+  const std::function<bool(absl::string_view, absl::Time)>* probe_hold =
+      nullptr;
 };
 
 // The earlier of `deadline` and first_attempt + the policy's horizon
@@ -102,7 +107,8 @@ GateAnswer DeadlinePassed(const DecisionContext& c);
 GateAnswer BreakerOpen(DecisionContext& c);
 GateAnswer RetryAfterWindow(DecisionContext& c);
 GateAnswer BudgetEmpty(DecisionContext& c);
-// HALF_OPEN with every probe slot taken (frees timed-out slots first).
+// HALF_OPEN with every probe slot taken (frees timed-out slots first), or
+// the probe held back from outside (DecisionContext::probe_hold).
 GateAnswer HalfOpenBusy(DecisionContext& c);
 // HALF_OPEN with a slot free (after HalfOpenBusy): takes the probe.
 GateAnswer HalfOpenProbe(DecisionContext& c);

@@ -130,7 +130,8 @@ Decision Engine::DecideOn(const Input& in, bool after_failure,
                           untracked ? nullptr : table_.get(),
                           after_failure,
                           paused_until,
-                          token_salt_};
+                          token_salt_,
+                          probe_hold_ ? &probe_hold_ : nullptr};
         return decide(c, in);
       });
 }

@@ -44,6 +44,8 @@
 #include <memory>
 #include <optional>
 
+#include <functional>
+
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -141,6 +143,15 @@ class Engine {
   // times they happened (tracking the endpoint if it is not yet).
   void ApplyLateCounts(absl::string_view endpoint,
                        absl::Span<const LateCounts> buckets);
+  // An outside reason to hold a half-open probe back (leases: a holder of
+  // an older epoch may still admit locally; core/lease/lease_ledger.h).
+  // Asked only when a probe would be admitted, under the endpoint's shard
+  // lock: it must not call back into the engine. A held probe answers
+  // DEFER(HALF_OPEN_BUSY). Set before decisions start; null: none.
+  using ProbeHold =
+      std::function<bool(absl::string_view endpoint, absl::Time now)>;
+  void set_probe_hold(ProbeHold hold) { probe_hold_ = std::move(hold); }
+
   // A probe admitted with `admission` will not be sent (the waiting call it
   // was released to went away): its slot is free again. Nothing if the
   // token is not a probe of the endpoint's current half-open period.
@@ -161,6 +172,7 @@ class Engine {
   RandomSource* random_;
   // Names this engine's probe admission tokens (admission.h).
   const uint32_t token_salt_;
+  ProbeHold probe_hold_;
   PauseTable pauses_;
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.

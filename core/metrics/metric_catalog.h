@@ -63,8 +63,9 @@ enum class LabelSet : uint8_t {
   kDenyCause,         // deny_rule | no_allow_rule
   kAdminAction,       // pause | resume | reset | force_breaker
   kClientErrorCode,   // gRPC status code names the client counts
+  kDirection,         // in | out
 };
-inline constexpr int kNumLabelSets = 13;
+inline constexpr int kNumLabelSets = 14;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -101,6 +102,8 @@ inline constexpr std::array<const char*, 2> kDenyCauseLabels = {
     "deny_rule", "no_allow_rule"};
 inline constexpr std::array<const char*, 4> kAdminActionLabels = {
     "pause", "resume", "reset", "force_breaker"};
+// Index 0 is in (received), 1 out (sent).
+inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
 // gRPC status code names by code number (grpc::StatusCode 0..16).
 inline constexpr std::array<const char*, 17> kGrpcCodeNames = {
     "OK",
@@ -138,6 +141,10 @@ enum class MetricId : uint8_t {
   kUntrackedDecisions,
   kPaceCuts,
   kMisroutedRequests,
+  kSyncMessages,
+  kLeaseGrants,
+  kLeaseRevocations,
+  kLeases,
   kBreakerTransitions,
   kEndpoints,
   kEndpointsTracked,
@@ -156,7 +163,7 @@ enum class MetricId : uint8_t {
   kClientCoordinatorErrors,
   kClientCoordinatorUp,
 };
-inline constexpr int kNumMetrics = 25;
+inline constexpr int kNumMetrics = 29;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -211,6 +218,23 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      "Decision requests (batch items count one each) for endpoint keys this "
      "replica does not own under its view of the replicas (--replicas); "
      "answered all the same."},
+    {MetricId::kSyncMessages, "stagger_sync_messages_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"direction", LabelSet::kDirection}}},
+     "Messages on the lease streams of stagger-agents (stagger.v1.AgentSync), "
+     "received (in) and sent (out); with the decisions, the coordinator's "
+     "cost per delivery."},
+    {MetricId::kLeaseGrants, "stagger_lease_grants_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Leases granted or renewed to agents on clear endpoints."},
+    {MetricId::kLeaseRevocations, "stagger_lease_revocations_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Revokes pushed to lease holders when their endpoint left clear (or an "
+     "operator or a reload changed it)."},
+    {MetricId::kLeases, "stagger_leases", MetricType::kGauge,
+     Registrar::kServerMetrics, 0, {},
+     "Leases this replica has granted that may still be live (updated every "
+     "eviction round)."},
     {MetricId::kBreakerTransitions, "stagger_breaker_transitions_total",
      MetricType::kCounter, Registrar::kServerMetrics, 2,
      {{{"from", LabelSet::kBreakerState}, {"to", LabelSet::kBreakerState}}},

@@ -20,13 +20,16 @@ absl::Status CheckConfigPollInterval(absl::Duration poll_interval) {
 
 absl::StatusOr<std::unique_ptr<config::ConfigReloader>> StartConfigWatch(
     const StartupConfig& startup, absl::Duration poll_interval,
-    engine::Engine* engine, metrics::ServerMetrics* metrics) {
+    engine::Engine* engine, metrics::ServerMetrics* metrics,
+    std::function<void()> on_applied) {
   if (startup.path.empty()) return nullptr;
   config::ConfigReloader::Options options;
   options.poll_interval = poll_interval;
   options.applied_content = startup.bytes;
-  options.on_result = [metrics](bool ok, const absl::Status&) {
+  options.on_result = [metrics, on_applied = std::move(on_applied)](
+                          bool ok, const absl::Status&) {
     metrics->RecordConfigReload(ok);
+    if (ok && on_applied) on_applied();
   };
   auto reloader = std::make_unique<config::ConfigReloader>(
       startup.path, engine, std::move(options));

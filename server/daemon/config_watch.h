@@ -13,6 +13,7 @@
 #ifndef STAGGER_SERVER_DAEMON_CONFIG_WATCH_H_
 #define STAGGER_SERVER_DAEMON_CONFIG_WATCH_H_
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -27,9 +28,11 @@ namespace stagger::daemon {
 inline constexpr absl::Duration kMaxConfigPollInterval = absl::Hours(1);
 absl::Status CheckConfigPollInterval(absl::Duration poll_interval);
 
+// `on_applied` (may be null) runs after each reload the engine took.
 absl::StatusOr<std::unique_ptr<config::ConfigReloader>> StartConfigWatch(
     const StartupConfig& startup, absl::Duration poll_interval,
-    engine::Engine* engine, metrics::ServerMetrics* metrics);
+    engine::Engine* engine, metrics::ServerMetrics* metrics,
+    std::function<void()> on_applied = nullptr);
 
 }  // namespace stagger::daemon
 

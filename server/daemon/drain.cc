@@ -28,14 +28,15 @@ absl::Status CheckDrainOptions(const DrainOptions& options) {
 }
 
 void Drain(Servers& servers, const DrainOptions& options,
-           const std::function<void()>& after_last_answer) {
+           const DrainHooks& hooks) {
   service::SetServing({servers.server.get(), servers.health_server.get()},
                       false);
   absl::SleepFor(options.grace);
+  if (hooks.before_close) hooks.before_close();
   servers.server->Shutdown(std::chrono::system_clock::now() +
                            absl::ToChronoMilliseconds(options.timeout));
   servers.server->Wait();
-  if (after_last_answer) after_last_answer();
+  if (hooks.after_last_answer) hooks.after_last_answer();
   if (servers.health_server) {
     servers.health_server->Shutdown(std::chrono::system_clock::now());
     servers.health_server->Wait();

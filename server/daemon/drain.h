@@ -4,8 +4,10 @@
 //      Kubernetes readiness probes stop sending new calls;
 //   2. the gRPC port keeps serving for options.grace (--drain_grace) while
 //      they notice;
-//   3. the gRPC port shuts down, giving in-flight calls at most
-//      options.timeout (--drain_timeout) to finish, and Drain waits for it;
+//   3. before_close() runs (long-lived calls end or are answered now: lease
+//      streams, waiting calls), then the gRPC port shuts down, giving
+//      in-flight calls at most options.timeout (--drain_timeout) to
+//      finish, and Drain waits for it;
 //   4. after_last_answer() runs (the state file's last save: no decision
 //      can change the state after it);
 //   5. the health port (if any) closes; it answered NOT_SERVING until now.
@@ -30,8 +32,12 @@ struct DrainOptions {
 inline constexpr absl::Duration kMaxDrainDuration = absl::Hours(1);
 absl::Status CheckDrainOptions(const DrainOptions& options);
 
+struct DrainHooks {
+  std::function<void()> before_close;       // may be null
+  std::function<void()> after_last_answer;  // may be null
+};
 void Drain(Servers& servers, const DrainOptions& options,
-           const std::function<void()>& after_last_answer);
+           const DrainHooks& hooks);
 
 }  // namespace stagger::daemon
 

@@ -28,7 +28,10 @@ void EvictionLoop::Stop() {
 }
 
 void EvictionLoop::Run() {
-  while (!wait_(CurrentPeriod())) engine_->EvictIdle();
+  while (!wait_(CurrentPeriod())) {
+    engine_->EvictIdle();
+    if (each_round_) each_round_();
+  }
 }
 
 }  // namespace stagger::daemon

@@ -41,6 +41,10 @@ class EvictionLoop {
   // The period the next round waits, from the engine's current config.
   absl::Duration CurrentPeriod() const;
 
+  // Also run `fn` every round, after the eviction (e.g. forgetting leases
+  // that ran out). Set before Start().
+  void set_each_round(std::function<void()> fn) { each_round_ = std::move(fn); }
+
   // Starts the thread (once).
   void Start();
   // Notifies the default wait and joins the thread. Idempotent. With an
@@ -55,6 +59,7 @@ class EvictionLoop {
   engine::Engine* const engine_;
   absl::Notification stop_;
   const Wait wait_;
+  std::function<void()> each_round_;
   std::thread thread_;
 };
 

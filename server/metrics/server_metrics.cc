@@ -113,6 +113,15 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
   pace_cuts_ = &RegisterFamily<MetricId::kPaceCuts>(registry).Add({});
   misrouted_ =
       &RegisterFamily<MetricId::kMisroutedRequests>(registry).Add({});
+  auto& sync = RegisterFamily<MetricId::kSyncMessages>(registry);
+  for (size_t d = 0; d < kDirectionLabels.size(); ++d) {
+    sync_messages_[d] = &sync.Add(
+        CatalogLabels(MetricId::kSyncMessages, {kDirectionLabels[d]}));
+  }
+  lease_grants_ = &RegisterFamily<MetricId::kLeaseGrants>(registry).Add({});
+  lease_revocations_ =
+      &RegisterFamily<MetricId::kLeaseRevocations>(registry).Add({});
+  leases_ = &RegisterFamily<MetricId::kLeases>(registry).Add({});
 }
 
 // Breaker transitions (the 6 real ones) and the endpoint-table series the
@@ -219,6 +228,20 @@ void ServerMetrics::RecordBatchSize(Method m, int items) {
   if (i < 0 || i >= kNumMethods || batch_size_[i] == nullptr) return;
   batch_size_[i]->Observe(static_cast<double>(std::max(items, 0)));
 }
+
+void ServerMetrics::RecordSyncMessage(bool in) {
+  sync_messages_[in ? 0 : 1]->Increment();
+}
+
+void ServerMetrics::RecordLeaseGrants(int n) {
+  if (n > 0) lease_grants_->Increment(n);
+}
+
+void ServerMetrics::RecordLeaseRevocations(int n) {
+  if (n > 0) lease_revocations_->Increment(n);
+}
+
+void ServerMetrics::SetLeases(int64_t n) { leases_->Set(static_cast<double>(n)); }
 
 void ServerMetrics::RecordMisrouted(int requests) {
   if (requests > 0) misrouted_->Increment(requests);

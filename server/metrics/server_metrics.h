@@ -138,6 +138,14 @@ class ServerMetrics {
   // each item) for a key this replica does not own under its view of the
   // replicas (server/service/ownership.h). It is still answered.
   void RecordMisrouted(int requests);
+  // stagger_sync_messages_total{direction}: one message on an agent's lease
+  // stream, received (`in`) or sent.
+  void RecordSyncMessage(bool in);
+  // stagger_lease_grants_total, stagger_lease_revocations_total: `n` more.
+  void RecordLeaseGrants(int n);
+  void RecordLeaseRevocations(int n);
+  // stagger_leases: leases granted that may still be live.
+  void SetLeases(int64_t n);
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
@@ -177,6 +185,10 @@ class ServerMetrics {
   prometheus::Counter* untracked_ = nullptr;
   prometheus::Counter* pace_cuts_ = nullptr;
   prometheus::Counter* misrouted_ = nullptr;
+  std::array<prometheus::Counter*, 2> sync_messages_{};  // [in, out]
+  prometheus::Counter* lease_grants_ = nullptr;
+  prometheus::Counter* lease_revocations_ = nullptr;
+  prometheus::Gauge* leases_ = nullptr;
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/security/authz_processor.h"
@@ -81,6 +82,13 @@ void AdminService::Audit(const std::string& who, const std::string& what,
                     reason.empty() ? "" : absl::StrCat(": \"", reason, "\"")));
 }
 
+void AdminService::Revoke(const std::string& key, bool prefix) {
+  if (leases_ == nullptr) return;
+  leases_->RevokeIf([&](absl::string_view k) {
+    return prefix ? absl::StartsWith(k, key) : k == key;
+  });
+}
+
 grpc::Status AdminService::DoPause(const v1::PauseRequest& req,
                                    const std::string& who,
                                    v1::PauseResponse* resp) {
@@ -97,6 +105,7 @@ grpc::Status AdminService::DoPause(const v1::PauseRequest& req,
       prefix ? req.target().prefix() : req.target().endpoint(), prefix,
       duration, req.reason(), who, clock_->Now());
   if (!p.ok()) return ToGrpcStatus(p.status());
+  Revoke(prefix ? req.target().prefix() : req.target().endpoint(), prefix);
   ToProto(*p, resp->mutable_pause());
   if (metrics_) metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kPause);
   Audit(who, absl::StrCat("paused ", Describe(*p), " for ",
@@ -135,6 +144,7 @@ grpc::Status AdminService::DoResetEndpoint(const v1::ResetEndpointRequest& req,
   if (absl::Status s = engine_->ResetEndpoint(req.endpoint()); !s.ok()) {
     return ToGrpcStatus(s);
   }
+  Revoke(req.endpoint(), /*prefix=*/false);
   if (metrics_) metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kReset);
   Audit(who,
         absl::StrCat("reset endpoint ", security::KeyFingerprint(req.endpoint())),
@@ -166,6 +176,7 @@ grpc::Status AdminService::DoForceBreaker(const v1::ForceBreakerRequest& req,
                               : engine::BreakerState::kClosed,
       open_for);
   if (!snap.ok()) return ToGrpcStatus(snap.status());
+  Revoke(req.endpoint(), /*prefix=*/false);
   ToProto(*snap, resp->mutable_state());
   if (metrics_) {
     metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kForceBreaker);

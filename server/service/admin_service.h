@@ -24,6 +24,7 @@
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "server/security/security_metrics.h"
+#include "server/service/lease_hub.h"
 #include "stagger/v1/admin.grpc.pb.h"
 
 namespace stagger::service {
@@ -33,6 +34,9 @@ class AdminService final : public v1::Admin::CallbackService {
   using LogFn = std::function<void(const std::string&)>;
   AdminService(engine::Engine* engine, security::SecurityMetrics* metrics,
                const engine::Clock* clock, LogFn log);
+  // Leases (null: none): a pause, a reset or a forced breaker revokes the
+  // leases of the endpoints it touches. Set before the server starts.
+  void set_lease_hub(LeaseHub* hub) { leases_ = hub; }
 
   grpc::ServerUnaryReactor* Pause(grpc::CallbackServerContext* ctx,
                                   const v1::PauseRequest* req,
@@ -68,6 +72,9 @@ class AdminService final : public v1::Admin::CallbackService {
 
   engine::Engine* engine_;
   security::SecurityMetrics* metrics_;
+  LeaseHub* leases_ = nullptr;
+  // Revokes the leases of `key`, or of every key starting with it.
+  void Revoke(const std::string& key, bool prefix);
   const engine::Clock* clock_;
   LogFn log_;
 };

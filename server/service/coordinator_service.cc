@@ -1,5 +1,6 @@
 #include "server/service/coordinator_service.h"
 
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,12 @@ void CoordinatorService::CheckOwner(absl::string_view key) {
   }
 }
 
+void CoordinatorService::AfterReport(const engine::ReportInput& in) {
+  if (leases_ != nullptr && in.outcome != engine::Outcome::kSuccess) {
+    leases_->OnEndpointChanged(in.endpoint);
+  }
+}
+
 grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
                                          v1::AdmitResponse* resp) {
   absl::StatusOr<engine::AdmitInput> in = FromProto(req);
@@ -69,6 +76,7 @@ grpc::Status CoordinatorService::DoReport(const v1::ReportRequest& req,
   absl::StatusOr<engine::Decision> d = engine_->Report(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
   CheckOwner(in->endpoint);
+  AfterReport(*in);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kReport, *d);
   ToProto(*d, clock_->Now(), resp->mutable_decision());
   return grpc::Status::OK;
@@ -105,6 +113,7 @@ grpc::Status CoordinatorService::DoBatch(
     absl::StatusOr<engine::Decision> d = (engine_->*decide)(in);
     if (!d.ok()) return ToGrpcStatus(d.status());  // validated: not reached
     CheckOwner(in.endpoint);
+    if constexpr (std::is_same_v<Input, engine::ReportInput>) AfterReport(in);
     if (metrics_) metrics_->RecordDecision(call, *d);
     ToProto(*d, clock_->Now(), resp->add_decisions());
   }

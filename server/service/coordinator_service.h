@@ -29,6 +29,7 @@
 #include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/arena_allocator.h"
+#include "server/service/lease_hub.h"
 #include "server/service/ownership.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
@@ -55,6 +56,10 @@ class CoordinatorService final : public RawCoordinatorService {
   // This replica's view of the key owners (null: one replica, owns every
   // key). Set before the server starts; must outlive the service.
   void set_ownership(const Ownership* ownership) { ownership_ = ownership; }
+  // Leases (null: none): every failure report tells the hub, which revokes
+  // the endpoint's leases if it is no longer clear. Set before the server
+  // starts; must outlive the service.
+  void set_lease_hub(LeaseHub* hub) { leases_ = hub; }
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* req,
@@ -105,10 +110,13 @@ class CoordinatorService final : public RawCoordinatorService {
 
   // Counts `key` as misrouted if this replica does not own it.
   void CheckOwner(absl::string_view key);
+  // After a report: a failure may end the endpoint's leases.
+  void AfterReport(const engine::ReportInput& in);
 
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
   const Ownership* ownership_ = nullptr;
+  LeaseHub* leases_ = nullptr;
   const engine::Clock* clock_;
 };
 

@@ -1,0 +1,175 @@
+#include "server/service/sync_service.h"
+
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/lease/sync_messages.h"
+#include "core/wire/sync_wire.h"
+
+namespace stagger::service {
+namespace {
+
+absl::Status CheckHello(const v1::SyncUp& up) {
+  if (!up.has_hello()) {
+    return absl::InvalidArgumentError(
+        "hello: the first message of a stream must carry it");
+  }
+  const v1::AgentHello& h = up.hello();
+  if (h.agent_id().empty() || h.agent_id().size() > lease::kMaxAgentIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello.agent_id: must be 1..", lease::kMaxAgentIdBytes,
+                     " bytes, got ", h.agent_id().size()));
+  }
+  if (h.incarnation() == 0) {
+    return absl::InvalidArgumentError("hello.incarnation: must not be 0");
+  }
+  return absl::OkStatus();
+}
+
+// One agent's stream. Lifetime: a reference for gRPC (dropped in OnDone)
+// and one per hub call in progress (SyncPeer).
+class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>,
+                         public SyncPeer {
+ public:
+  SyncStream(LeaseHub* hub, const SyncService::Counter* count)
+      : hub_(hub), count_(count) {
+    StartRead(&up_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return EndWith(grpc::Status::OK);  // the agent closed
+    Count(SyncService::Direction::kIn);
+    if (absl::Status s = Receive(); !s.ok()) {
+      return EndWith(grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                                  std::string(s.message())));
+    }
+    StartRead(&up_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock l(&mu_);
+      writing_ = false;
+      if (!ok) queue_.clear();  // the stream is going away
+    }
+    Pump();
+  }
+
+  void OnDone() override {
+    if (attached_) hub_->Detach(agent_, this);
+    Unref();
+  }
+
+  void PushRevokes(std::vector<lease::LeaseRevoke> revokes) override {
+    v1::SyncDown down;
+    for (const lease::LeaseRevoke& r : revokes) {
+      wire::ToProto(r, down.add_revokes());
+    }
+    Enqueue(std::move(down));
+  }
+  void End() override { EndWith(grpc::Status::OK); }
+  void Ref() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() override {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  void Count(SyncService::Direction d) {
+    if (*count_) (*count_)(d);
+  }
+
+  // The hello first; then the hub's answer to each message.
+  absl::Status Receive() {
+    if (!attached_) {
+      if (absl::Status s = CheckHello(up_); !s.ok()) return s;
+      agent_ = {up_.hello().agent_id(), up_.hello().incarnation()};
+      if (!hub_->Attach(agent_, this)) {
+        return absl::UnavailableError("draining");
+      }
+      attached_ = true;
+      PushRevokes(hub_->PendingRevokes(agent_));
+    }
+    absl::StatusOr<v1::SyncDown> down = hub_->Handle(agent_, up_);
+    if (!down.ok()) return down.status();
+    if (down->applied_seq() != 0 || down->grants_size() > 0) {
+      Enqueue(*std::move(down));
+    }
+    return absl::OkStatus();
+  }
+
+  void Enqueue(v1::SyncDown down) {
+    if (down.ByteSizeLong() == 0) return;
+    {
+      absl::MutexLock l(&mu_);
+      if (finishing_) return;
+      queue_.push_back(std::move(down));
+    }
+    Pump();
+  }
+
+  // Starts the next write if none is out, or the finish once all are out.
+  void Pump() {
+    bool write = false;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock l(&mu_);
+      if (writing_) return;
+      if (!queue_.empty() && !finishing_) {
+        current_ = std::move(queue_.front());
+        queue_.pop_front();
+        writing_ = write = true;
+      } else if (finishing_ && !finished_) {
+        finished_ = true;
+        finish = status_;
+      }
+    }
+    if (write) {
+      Count(SyncService::Direction::kOut);
+      StartWrite(&current_);
+    } else if (finish.has_value()) {
+      Finish(*finish);
+    }
+  }
+
+  void EndWith(grpc::Status status) {
+    {
+      absl::MutexLock l(&mu_);
+      if (finishing_) return;
+      finishing_ = true;
+      status_ = std::move(status);
+      queue_.clear();
+    }
+    Pump();
+  }
+
+  LeaseHub* const hub_;
+  const SyncService::Counter* const count_;
+  std::atomic<int> refs_{1};
+  v1::SyncUp up_;              // the read in progress (reads are serial)
+  lease::AgentKey agent_;      // set with the hello (read side only)
+  bool attached_ = false;      // read side only, and OnDone after it
+  absl::Mutex mu_;
+  std::deque<v1::SyncDown> queue_ ABSL_GUARDED_BY(mu_);
+  v1::SyncDown current_;       // the write in progress
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+SyncService::SyncService(LeaseHub* hub, Counter count)
+    : hub_(hub), count_(std::move(count)) {}
+
+grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>* SyncService::Sync(
+    grpc::CallbackServerContext* ctx) {
+  return new SyncStream(hub_, &count_);
+}
+
+}  // namespace stagger::service

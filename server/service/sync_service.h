@@ -1,0 +1,39 @@
+// SyncService: stagger.v1.AgentSync on staggerd (proto/stagger/v1/sync.proto),
+// on the callback API: one reactor per agent stream, no thread per stream.
+//
+// A stream's first message must carry a hello (agent_id 1..256 bytes,
+// incarnation != 0); then every message up is handed to the LeaseHub in
+// order and its answer (applied_seq, grants) is written back; revokes the
+// hub pushes are written at once, between answers. Writes go out one at a
+// time, in order. A bad message ends the stream with INVALID_ARGUMENT
+// naming the field; the hub's Shutdown (drain) ends it with OK. Every
+// message in and out is counted (`count(direction)`, may be null).
+// Thread-safe. `hub` must outlive the service and every stream.
+#ifndef STAGGER_SERVER_SERVICE_SYNC_SERVICE_H_
+#define STAGGER_SERVER_SERVICE_SYNC_SERVICE_H_
+
+#include <functional>
+
+#include "grpcpp/grpcpp.h"
+#include "server/service/lease_hub.h"
+#include "stagger/v1/sync.grpc.pb.h"
+
+namespace stagger::service {
+
+class SyncService final : public v1::AgentSync::CallbackService {
+ public:
+  enum class Direction { kIn, kOut };
+  using Counter = std::function<void(Direction)>;
+  SyncService(LeaseHub* hub, Counter count);
+
+  grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>* Sync(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  LeaseHub* const hub_;
+  const Counter count_;
+};
+
+}  // namespace stagger::service
+
+#endif  // STAGGER_SERVER_SERVICE_SYNC_SERVICE_H_
