@@ -115,8 +115,10 @@ enum class FallbackMode : uint8_t {
 enum class DecisionSource : uint8_t {
   kCoordinator = 1,    // the coordinator's answer
   kLocalFallback = 2,  // decided in-process; see fallback_cause
+  kLease = 3,          // answered in-process under a coordinator's lease
 };
-const char* DecisionSourceName(DecisionSource s);  // "coordinator" / "local"
+// "coordinator" / "local" / "lease"
+const char* DecisionSourceName(DecisionSource s);
 
 // A decision as the worker uses it. Field meanings as stagger.v1.Decision.
 struct ClientDecision {
@@ -132,6 +134,9 @@ struct ClientDecision {
   // The attempt the decision is about (Admit: the request's; failure
   // Report: attempt + 1).
   int attempt = 0;
+  // PROCEED to an Admit: the admission token to echo in this attempt's
+  // Report (ReportRequest::admission; RetryLoop does it). 0 otherwise.
+  uint64_t admission = 0;
   DecisionSource source = DecisionSource::kCoordinator;
   // kLocalFallback: the coordinator error that caused it, or UNAVAILABLE
   // "coordinator considered down" when the call was not even tried. OK for
@@ -195,6 +200,19 @@ struct ClientOptions {
   // Registry for the client's metrics (see client_metrics.h). Null: the
   // client creates a private one, available from metrics_registry().
   std::shared_ptr<prometheus::Registry> registry;
+
+  // Leases (proto/stagger/v1/sync.proto): keep a lease stream to each
+  // replica and, on endpoints the coordinator says are clear, answer first
+  // attempts (PROCEED, INITIAL_JITTER) and SUCCESS reports (DONE) here,
+  // counting them to the coordinator every lease_flush_interval; failures,
+  // retries and everything else still go to the coordinator (after this
+  // endpoint's counts). This is what stagger-agent runs. Default off.
+  bool leases = false;
+  // The name the coordinators know this client by: 1..256 bytes. Empty:
+  // the host name.
+  std::string lease_holder_id;
+  // How often counts of local answers go up: (0, 1s]. Default 500 ms.
+  absl::Duration lease_flush_interval = absl::Milliseconds(500);
 };
 
 class CoordinatorClient final : public Coordinator {

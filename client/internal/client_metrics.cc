@@ -33,17 +33,31 @@ const char* GrpcCodeName(grpc::StatusCode code) {
   return metrics::kGrpcCodeNames[c];
 }
 
-ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
-  auto& fallback = RegisterFamily<MetricId::kClientFallbackDecisions>(registry);
+// Every (call, verdict) series of a family labelled call and verdict.
+template <MetricId id>
+void AddCallVerdictSeries(
+    prometheus::Registry& registry,
+    std::array<std::array<prometheus::Counter*, 4>, 2>& out) {
+  auto& family = RegisterFamily<id>(registry);
   for (Call call : {Call::kAdmit, Call::kReport}) {
     const int c = static_cast<int>(call);
-    for (int v = 1; v <= kNumVerdicts; ++v) {
-      fallback_[c][v - 1] = &fallback.Add(CatalogLabels(
-          MetricId::kClientFallbackDecisions,
-          {metrics::kCallLabels[c],
-           engine::VerdictName(static_cast<engine::Verdict>(v))}));
+    for (int v = 1; v <= 4; ++v) {
+      out[c][v - 1] = &family.Add(CatalogLabels(
+          id, {metrics::kCallLabels[c],
+               engine::VerdictName(static_cast<engine::Verdict>(v))}));
     }
   }
+}
+
+ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
+  AddCallVerdictSeries<MetricId::kClientFallbackDecisions>(registry, fallback_);
+  AddCallVerdictSeries<MetricId::kClientLeaseDecisions>(registry, lease_);
+  leases_ = &RegisterFamily<MetricId::kClientLeases>(registry).Add({});
+  streams_up_ =
+      &RegisterFamily<MetricId::kClientSyncStreamsUp>(registry).Add({});
+  flushes_ = &RegisterFamily<MetricId::kClientSyncFlushes>(registry).Add({});
+  reconnects_ =
+      &RegisterFamily<MetricId::kClientSyncReconnects>(registry).Add({});
   // One series per code of the catalog's set (every code but OK and
   // INVALID_ARGUMENT), at its code number; other codes count as UNKNOWN.
   auto& errors = RegisterFamily<MetricId::kClientCoordinatorErrors>(registry);
@@ -63,6 +77,23 @@ void ClientMetrics::CountFallback(Call call, engine::Verdict verdict) {
   const int v = static_cast<int>(verdict);
   if (v < 1 || v > kNumVerdicts) return;
   fallback_[static_cast<int>(call)][v - 1]->Increment();
+}
+
+void ClientMetrics::CountLeaseDecision(Call call, engine::Verdict verdict) {
+  const int v = static_cast<int>(verdict);
+  if (v < 1 || v > kNumVerdicts) return;
+  lease_[static_cast<int>(call)][v - 1]->Increment();
+}
+
+void ClientMetrics::SetLeaseState(int64_t leases, int64_t streams_up,
+                                  int64_t flushes, int64_t reconnects) {
+  leases_->Set(static_cast<double>(leases));
+  streams_up_->Set(static_cast<double>(streams_up));
+  // Counters move by what was added since the last sample.
+  if (flushes > flushes_->Value()) flushes_->Increment(flushes - flushes_->Value());
+  if (reconnects > reconnects_->Value()) {
+    reconnects_->Increment(reconnects - reconnects_->Value());
+  }
 }
 
 void ClientMetrics::CountCoordinatorError(grpc::StatusCode code) {

@@ -54,6 +54,11 @@ class ClientMetrics {
   ClientMetrics& operator=(const ClientMetrics&) = delete;
 
   void CountFallback(Call call, engine::Verdict verdict);
+  void CountLeaseDecision(Call call, engine::Verdict verdict);
+  // The lease streams' state, sampled every second: leases held, streams
+  // up, and the totals of messages sent and reconnects so far.
+  void SetLeaseState(int64_t leases, int64_t streams_up, int64_t flushes,
+                     int64_t reconnects);
   void CountCoordinatorError(grpc::StatusCode code);
   void SetCoordinatorUp(bool up);
 
@@ -63,6 +68,11 @@ class ClientMetrics {
   std::array<std::array<prometheus::Counter*, kNumVerdicts>, 2> fallback_{};
   std::array<prometheus::Counter*, kNumCodes> errors_{};
   prometheus::Gauge* up_ = nullptr;
+  std::array<std::array<prometheus::Counter*, kNumVerdicts>, 2> lease_{};
+  prometheus::Gauge* leases_ = nullptr;
+  prometheus::Gauge* streams_up_ = nullptr;
+  prometheus::Counter* flushes_ = nullptr;
+  prometheus::Counter* reconnects_ = nullptr;
 };
 
 }  // namespace stagger::client

@@ -5,14 +5,20 @@
 //   local_decider.h  the answers when no replica can take a call
 //   batch_fan_out.h  a batch split by owner, sent at once, put back in order
 //   replica.h        one replica's channel, health and up/down state
+//   sync_session.h   with leases: one replica's lease stream and the book of
+//                    what may be answered here
 // This file wires them and validates ClientOptions.
 #include "client/coordinator_client.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
 #include <thread>
 #include <utility>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -63,6 +69,27 @@ std::shared_ptr<grpc::Channel> MakeReplicaChannel(const ClientOptions& options,
       args);
 }
 
+// The lease stream's options: who this client is (a new incarnation per
+// client) and how often it sends its counts.
+SyncSession::Options LeaseOptions(const ClientOptions& options,
+                                  const engine::Clock* clock) {
+  SyncSession::Options o;
+  o.agent_id = options.lease_holder_id;
+  if (o.agent_id.empty()) {
+    char host[256] = {};
+    o.agent_id = gethostname(host, sizeof(host) - 1) == 0 && host[0] != 0
+                     ? host
+                     : "stagger-client";
+  }
+  absl::BitGen gen;
+  o.incarnation = absl::Uniform<uint64_t>(absl::IntervalClosed, gen, 1,
+                                          UINT64_MAX);
+  o.flush_interval = options.lease_flush_interval;
+  o.max_backoff = options.recheck_interval;
+  o.clock = clock;
+  return o;
+}
+
 // ClientOptions::target as members; a given channel is one member.
 MemberSpec SpecOf(const ClientOptions& options) {
   if (options.channel != nullptr) return {{{"channel", "channel"}}, "", ""};
@@ -74,7 +101,12 @@ MemberSpec SpecOf(const ClientOptions& options) {
 const char* CallName(Call c) { return c == Call::kAdmit ? "admit" : "report"; }
 
 const char* DecisionSourceName(DecisionSource s) {
-  return s == DecisionSource::kCoordinator ? "coordinator" : "local";
+  switch (s) {
+    case DecisionSource::kCoordinator: return "coordinator";
+    case DecisionSource::kLocalFallback: return "local";
+    case DecisionSource::kLease: return "lease";
+  }
+  return "unknown";
 }
 
 class CoordinatorClient::Impl {
@@ -100,6 +132,14 @@ class CoordinatorClient::Impl {
 
  private:
   std::shared_ptr<Replica> MakeReplica(const Member& m, bool health_checks);
+  // Under a lease of the replica `r` a call goes to: the local answer, or
+  // nullopt (ask the coordinator). Checks the request first (a bad one is
+  // the coordinator's to name).
+  std::optional<ClientDecision> LeasedAdmit(Replica* r, const AdmitRequest& in);
+  std::optional<ClientDecision> LeasedReport(Replica* r,
+                                             const ReportRequest& in);
+  // The lease streams' state into the metrics (every second).
+  void SampleLeases();
   // Background upkeep (real time): the local engine's idle endpoints are
   // evicted as staggerd evicts its own, every engine::EvictionPeriod; a
   // dns:/// target is re-resolved every dns_refresh (every second while
@@ -146,6 +186,7 @@ std::shared_ptr<Replica> CoordinatorClient::Impl::MakeReplica(
   o.clock = clock_;
   o.metrics = &metrics_;
   o.on_change = [this] { metrics_.SetCoordinatorUp(coordinator_up()); };
+  if (options_.leases) o.sync = LeaseOptions(options_, clock_);
   return std::make_shared<Replica>(
       m.name, m.target,
       options_.channel != nullptr ? options_.channel
@@ -158,8 +199,15 @@ void CoordinatorClient::Impl::Housekeeping() {
       engine::EvictionPeriod(options_.local_policy.limits.idle_eviction);
   absl::Time next_eviction = absl::Now() + evict_every;
   absl::Time next_dns = absl::Now() + options_.dns_refresh;
+  const absl::Duration sample_every =
+      options_.leases ? absl::Seconds(1) : absl::InfiniteDuration();
+  absl::Time next_sample = absl::Now() + sample_every;
   while (!stop_.WaitForNotificationWithTimeout(
-      std::min(next_eviction, next_dns) - absl::Now())) {
+      std::min({next_eviction, next_dns, next_sample}) - absl::Now())) {
+    if (absl::Now() >= next_sample) {
+      SampleLeases();
+      next_sample = absl::Now() + sample_every;
+    }
     if (absl::Now() >= next_eviction) {
       local_.EvictIdle();
       next_eviction = absl::Now() + evict_every;
@@ -200,10 +248,60 @@ bool CoordinatorClient::Impl::WaitForCoordinator(absl::Duration timeout) {
   return all;
 }
 
+void CoordinatorClient::Impl::SampleLeases() {
+  int64_t leases = 0, up = 0, flushes = 0, reconnects = 0;
+  const absl::Time now = clock_->Now();
+  for (const auto& r : membership_->view()->replicas) {
+    SyncSession* s = r->sync();
+    if (s == nullptr) continue;
+    leases += s->book().LeasesHeld(now);
+    up += s->connected() ? 1 : 0;
+    flushes += s->flushes();
+    reconnects += s->reconnects();
+  }
+  metrics_.SetLeaseState(leases, up, flushes, reconnects);
+}
+
+std::optional<ClientDecision> CoordinatorClient::Impl::LeasedAdmit(
+    Replica* r, const AdmitRequest& in) {
+  if (r == nullptr || r->sync() == nullptr || in.attempt != 1 ||
+      !local_.ValidateAdmit(in).ok()) {
+    return std::nullopt;
+  }
+  const absl::Time now = clock_->Now();
+  std::optional<engine::Decision> d =
+      r->sync()->book().Admit(in, now, random_->Get());
+  if (!d.has_value()) {
+    r->sync()->Nudge();  // a lease is wanted: ask soon
+    return std::nullopt;
+  }
+  metrics_.CountLeaseDecision(Call::kAdmit, d->verdict);
+  return ToClientDecision(*d, now, DecisionSource::kLease, absl::OkStatus());
+}
+
+std::optional<ClientDecision> CoordinatorClient::Impl::LeasedReport(
+    Replica* r, const ReportRequest& in) {
+  if (r == nullptr || r->sync() == nullptr || !local_.ValidateReport(in).ok()) {
+    return std::nullopt;
+  }
+  if (in.outcome != engine::Outcome::kSuccess) {
+    // The replica learns this endpoint's successes before its failure.
+    r->sync()->FlushFor(in.endpoint, options_.call_deadline);
+    return std::nullopt;
+  }
+  const absl::Time now = clock_->Now();
+  std::optional<engine::Decision> d = r->sync()->book().Report(in, now);
+  if (!d.has_value()) return std::nullopt;
+  metrics_.CountLeaseDecision(Call::kReport, d->verdict);
+  return ToClientDecision(*d, now, DecisionSource::kLease, absl::OkStatus());
+}
+
 absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
     const AdmitRequest& in) {
+  std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
+  if (std::optional<ClientDecision> d = LeasedAdmit(r.get(), in)) return *d;
   return CallOrFallback<ClientDecision>(
-      membership_->Route(in.endpoint), options_.call_deadline,
+      r, options_.call_deadline,
       &v1::RetryCoordinator::Stub::Admit,
       [&](v1::AdmitRequest* req) { wire::ToProto(in, req); },
       [&](const v1::AdmitResponse& resp) {
@@ -214,8 +312,10 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
 
 absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Report(
     const ReportRequest& in) {
+  std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
+  if (std::optional<ClientDecision> d = LeasedReport(r.get(), in)) return *d;
   return CallOrFallback<ClientDecision>(
-      membership_->Route(in.endpoint), options_.call_deadline,
+      r, options_.call_deadline,
       &v1::RetryCoordinator::Stub::Report,
       [&](v1::ReportRequest* req) { wire::ToProto(in, req); },
       [&](const v1::ReportResponse& resp) {
@@ -282,6 +382,13 @@ std::vector<std::string> OptionErrors(const ClientOptions& options) {
   in_range("dns_refresh", options.dns_refresh, absl::Hours(1), "1h");
   in_range("call_deadline", options.call_deadline, absl::Minutes(1), "1m");
   in_range("recheck_interval", options.recheck_interval, absl::Hours(1), "1h");
+  in_range("lease_flush_interval", options.lease_flush_interval,
+           absl::Seconds(1), "1s");
+  if (options.lease_holder_id.size() > 256) {
+    errors.push_back(absl::StrCat("lease_holder_id: must be at most 256 "
+                                  "bytes, is ",
+                                  options.lease_holder_id.size()));
+  }
   if (options.fallback != FallbackMode::kFailOpen &&
       options.fallback != FallbackMode::kFailClosed) {
     errors.push_back("fallback: must be FAIL_OPEN or FAIL_CLOSED");

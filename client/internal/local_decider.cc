@@ -15,6 +15,7 @@ ClientDecision ToClientDecision(const engine::Decision& d, absl::Time now,
   out.reason = d.reason;
   out.delay = d.delay;
   out.attempt = d.attempt;
+  out.admission = d.admission;
   if (d.verdict == engine::Verdict::kDefer) {
     out.defer_until = d.defer_until;
     out.defer_for = std::max(absl::ZeroDuration(), d.defer_until - now);
@@ -62,6 +63,11 @@ absl::StatusOr<ClientDecision> LocalDecider::Admit(const AdmitRequest& in,
   } else {
     absl::StatusOr<engine::Decision> d = engine_.Admit(in);
     if (!d.ok()) return d.status();
+    // Admitted without the coordinator: never its probe (a probe of the
+    // local engine's own breaker keeps its token, salted apart).
+    if (d->admission == engine::kCoordinatorAdmission) {
+      d->admission = engine::kLocalAdmission;
+    }
     out = ToClientDecision(*d, clock_->Now(), DecisionSource::kLocalFallback,
                            std::move(cause));
   }

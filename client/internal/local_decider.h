@@ -41,6 +41,13 @@ class LocalDecider {
   absl::StatusOr<std::vector<ClientDecision>> ReportBatch(
       absl::Span<const ReportRequest> items, const absl::Status& cause);
 
+  // The server's checks of one request.
+  absl::Status ValidateAdmit(const AdmitRequest& in) const {
+    return engine_.ValidateAdmit(in);
+  }
+  absl::Status ValidateReport(const ReportRequest& in) const {
+    return engine_.ValidateReport(in);
+  }
   // The server's batch checks (size, then every item, "items[i]." first).
   absl::Status ValidateBatch(absl::Span<const AdmitRequest> items) const;
   absl::Status ValidateBatch(absl::Span<const ReportRequest> items) const;

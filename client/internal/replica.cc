@@ -18,9 +18,13 @@ Replica::Replica(std::string name, std::string target,
       options_(std::move(options)) {
   channel_->GetState(/*try_to_connect=*/true);  // connect before first call
   watcher_ = std::thread([this] { Watch(); });
+  if (options_.sync.has_value()) {
+    sync_ = std::make_unique<SyncSession>(channel_, *options_.sync);
+  }
 }
 
 Replica::~Replica() {
+  sync_.reset();
   stop_.Notify();
   watcher_.join();
 }

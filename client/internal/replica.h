@@ -23,6 +23,8 @@
 //     without the health service answers UNIMPLEMENTED).
 //   * `on_change` runs (without the replica's lock) after every up/down
 //     transition.
+//   * With options.sync (leases), the replica keeps a lease stream on its
+//     channel (sync_session.h); sync() is null otherwise.
 // Thread-safe.
 #ifndef STAGGER_CLIENT_INTERNAL_REPLICA_H_
 #define STAGGER_CLIENT_INTERNAL_REPLICA_H_
@@ -30,6 +32,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -38,6 +41,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/internal/client_metrics.h"
+#include "client/internal/sync_session.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "core/engine/clock.h"
@@ -54,6 +58,8 @@ class Replica {
     const engine::Clock* clock = nullptr;  // must outlive the replica
     ClientMetrics* metrics = nullptr;      // must outlive the replica
     std::function<void()> on_change;
+    // Set: keep a lease stream to this replica.
+    std::optional<SyncSession::Options> sync;
   };
   Replica(std::string name, std::string target,
           std::shared_ptr<grpc::Channel> channel, Options options);
@@ -64,6 +70,8 @@ class Replica {
   const std::string& name() const { return name_; }
   const std::string& target() const { return target_; }
   v1::RetryCoordinator::Stub* stub() { return stub_.get(); }
+  // The lease stream; null without leases.
+  SyncSession* sync() { return sync_.get(); }
 
   // Whether a call should go to this replica now: up, or down with the
   // recheck interval over (this call claims the probe).
@@ -96,6 +104,7 @@ class Replica {
 
   absl::Notification stop_;
   std::thread watcher_;
+  std::unique_ptr<SyncSession> sync_;  // stopped before the channel goes
 };
 
 }  // namespace stagger::client

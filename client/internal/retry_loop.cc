@@ -42,6 +42,7 @@ LoopResult RetryLoop::Resume(absl::string_view endpoint, int next_attempt,
   // (Admit: may attempt be sent; Report: attempt finished with `outcome`).
   Call call = Call::kAdmit;
   std::optional<engine::Outcome> outcome;
+  uint64_t admission = 0;  // the token of the Admit that let the attempt go
   // Every call carries the delivery's deadline and first attempt's time.
   const auto admit = [&](int n) {
     AdmitRequest in;
@@ -57,6 +58,7 @@ LoopResult RetryLoop::Resume(absl::string_view endpoint, int next_attempt,
     in.attempt = n;
     in.outcome = result.outcome;
     in.retry_after = result.retry_after;
+    in.admission = admission;
     in.deadline = options_.deadline;
     in.first_attempt_time = r.first_attempt_time;
     return coordinator_->Report(in);
@@ -116,6 +118,7 @@ LoopResult RetryLoop::Resume(absl::string_view endpoint, int next_attempt,
     if (attempt == 1 && r.first_attempt_time == absl::InfinitePast()) {
       r.first_attempt_time = options_.clock->Now();
     }
+    admission = d->admission;
     const AttemptResult result = send(attempt);
     ++r.attempts_made;
     call = Call::kReport;

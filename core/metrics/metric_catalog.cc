@@ -17,7 +17,7 @@ constexpr bool InIdOrder() {
   return true;
 }
 static_assert(InIdOrder(), "kMetricCatalog must list metrics in MetricId order");
-static_assert(static_cast<int>(MetricId::kClientCoordinatorUp) + 1 ==
+static_assert(static_cast<int>(MetricId::kClientSyncReconnects) + 1 ==
                   kNumMetrics,
               "kNumMetrics must count every MetricId");
 static_assert(static_cast<int>(LabelSet::kDirection) + 1 ==

@@ -162,8 +162,13 @@ enum class MetricId : uint8_t {
   kClientFallbackDecisions,
   kClientCoordinatorErrors,
   kClientCoordinatorUp,
+  kClientLeaseDecisions,
+  kClientLeases,
+  kClientSyncStreamsUp,
+  kClientSyncFlushes,
+  kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 29;
+inline constexpr int kNumMetrics = 34;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -309,6 +314,26 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      MetricType::kGauge, Registrar::kClientMetrics, 0, {},
      "1 while the Stagger client considers the coordinator reachable, 0 "
      "while it decides locally."},
+    {MetricId::kClientLeaseDecisions, "stagger_client_lease_decisions_total",
+     MetricType::kCounter, Registrar::kClientMetrics, 2,
+     {{{"call", LabelSet::kCall}, {"verdict", LabelSet::kVerdict}}},
+     "Decisions the Stagger client (or stagger-agent) answered itself under a "
+     "coordinator's lease: first attempts (PROCEED) and successes (DONE)."},
+    {MetricId::kClientLeases, "stagger_client_leases", MetricType::kGauge,
+     Registrar::kClientMetrics, 0, {},
+     "Leases the Stagger client (or stagger-agent) holds now, over all "
+     "coordinator replicas (updated every second)."},
+    {MetricId::kClientSyncStreamsUp, "stagger_client_sync_streams_up",
+     MetricType::kGauge, Registrar::kClientMetrics, 0, {},
+     "Coordinator replicas the Stagger client's lease stream is connected "
+     "to now (updated every second)."},
+    {MetricId::kClientSyncFlushes, "stagger_client_sync_flushes_total",
+     MetricType::kCounter, Registrar::kClientMetrics, 0, {},
+     "Messages sent on the lease streams (counts, lease asks and "
+     "acknowledgements), over all replicas."},
+    {MetricId::kClientSyncReconnects, "stagger_client_sync_reconnects_total",
+     MetricType::kCounter, Registrar::kClientMetrics, 0, {},
+     "Lease streams reopened after they broke, over all replicas."},
 }};
 
 constexpr const MetricSpec& Metric(MetricId id) {
