@@ -8,8 +8,10 @@ Contract:
     holds both to it): hours and minutes as integers, the rest as seconds
     with up to 11 fractional digits; under one second a single unit (ms, us,
     ns) with a fraction; "0" for zero.
-  * to_nanos(seconds) rounds a float number of seconds to nanoseconds;
-    NaN and infinities are refused (InvalidArgument naming `field`).
+  * to_nanos(seconds) rounds a float number of seconds to nanoseconds
+    (whole seconds and the fraction apart, so an instant's fraction keeps
+    its nanoseconds); NaN and infinities are refused (InvalidArgument
+    naming `field`).
 Pure functions.
 """
 
@@ -33,7 +35,8 @@ def to_nanos(seconds: float, field: str) -> int:
             "%s: must be a finite number of seconds, got %r" % (field, seconds))
     if isinstance(seconds, int):
         return seconds * NANOS_PER_SECOND
-    return round(seconds * NANOS_PER_SECOND)
+    whole = math.floor(seconds)  # exact; so is seconds - whole
+    return whole * NANOS_PER_SECOND + round((seconds - whole) * NANOS_PER_SECOND)
 
 
 def _fdiv(ns: int, unit_ns: int) -> float:
