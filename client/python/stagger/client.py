@@ -243,10 +243,9 @@ class CoordinatorClient:
             cancel.remove(handle)
 
     def _make_view(self, members: Sequence[Member], old: Optional[_View]) -> _View:
-        kept = {(r.member.name, r.member.target): r
-                for r in (old.replicas if old else ())}
+        kept = {r.member: r for r in (old.replicas if old else ())}
         replicas = tuple(
-            kept.pop((m.name, m.target), None) or
+            kept.pop(m) if m in kept else
             Replica(m, make_channel(m.target, self._recheck, self._credentials,
                                     self._tls_name), self._recheck, self._clock)
             for m in members)

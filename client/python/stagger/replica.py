@@ -7,12 +7,17 @@ half of the client's contract (client/coordinator_client.h, replica.h):
   * Down: no call goes to it until recheck_interval (on the client's clock)
     has passed since the last failure; then try_use lets one call through
     as the probe (others go elsewhere meanwhile). Its first answer marks it
-    up. When its channel becomes READY while it is down, the next call
+    up. When its health service answers while it is down (the client asks
+    every health_interval when it has several members), the next call
     probes it at once.
   * serving: False while its health service (grpc.health.v1, service
     "stagger.v1.RetryCoordinator") answers NOT_SERVING -- a draining
     replica; the router then prefers each key's next choice. Health errors
     change nothing (unreachability shows in the calls).
+  * The channel starts connecting at construction (a health call nobody
+    waits for), so the first call does not pay the connection in its 50 ms.
+    Not watched with channel.subscribe(): grpc 1.51's poller thread raises
+    when the channel is closed under it.
   * wait_supported: it set Decision.wait_supported in an answer since it
     was last marked up; forgotten when it goes down (a replica that comes
     back may be another build).
@@ -23,7 +28,7 @@ fallback are the retry policy). Thread-safe.
 
 import math
 import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import grpc
 
@@ -40,7 +45,6 @@ def make_channel(target: str, recheck_interval: float,
     recheck_ms = int(min(max(recheck_interval * 1000, 100), 2 ** 31 - 1))
     options: List[Tuple[str, Any]] = [
         ("grpc.initial_reconnect_backoff_ms", min(recheck_ms, 1000)),
-        ("grpc.min_reconnect_backoff_ms", min(recheck_ms, 1000)),
         ("grpc.max_reconnect_backoff_ms", recheck_ms),
         ("grpc.enable_retries", 0),
     ]
@@ -53,21 +57,22 @@ def make_channel(target: str, recheck_interval: float,
 
 class Replica:
     def __init__(self, member: Member, channel: grpc.Channel,
-                 recheck_interval: float, clock: Clock,
-                 on_change: Optional[Callable[[], None]] = None) -> None:
+                 recheck_interval: float, clock: Clock) -> None:
         self.member = member
-        self.stub = coordinator_pb2_grpc.RetryCoordinatorStub(channel)
-        self._health = health_pb2_grpc.HealthStub(channel)
+        # The generated stubs are untyped: Any.
+        self.stub: Any = coordinator_pb2_grpc.RetryCoordinatorStub(  # type: ignore[no-untyped-call]
+            channel)
+        self._health: Any = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
         self._channel = channel
         self._recheck = recheck_interval
         self._clock = clock
-        self._on_change = on_change
         self._lock = threading.Lock()
         self._up = True
         self._next_probe = -math.inf
         self._serving = True
         self._wait_supported = False
-        channel.subscribe(self._on_connectivity, try_to_connect=True)
+        self._health.Check.future(health_pb2.HealthCheckRequest(service=SERVICE),
+                                  timeout=5)  # connect now; the answer is unused
 
     @property
     def name(self) -> str:
@@ -101,20 +106,14 @@ class Replica:
 
     def mark_up(self, wait_supported: bool = False) -> None:
         with self._lock:
-            changed = not self._up
             self._up = True
             self._wait_supported = self._wait_supported or wait_supported
-        if changed and self._on_change:
-            self._on_change()
 
     def mark_down(self) -> None:
         with self._lock:
-            changed = self._up
             self._up = False
             self._wait_supported = False
             self._next_probe = self._clock.now() + self._recheck
-        if changed and self._on_change:
-            self._on_change()
 
     def check_health(self, timeout: float) -> None:
         try:
@@ -122,20 +121,11 @@ class Replica:
                 health_pb2.HealthCheckRequest(service=SERVICE), timeout=timeout)
         except grpc.RpcError:
             return
-        serving = resp.status == health_pb2.HealthCheckResponse.SERVING
-        was, self._serving = self._serving, serving
-        if serving and not was:
-            self._probe_now()  # back: its keys may return at once
+        self._serving = resp.status == health_pb2.HealthCheckResponse.SERVING
+        if self._serving:
+            with self._lock:  # it answers: if down, probe it now
+                if not self._up:
+                    self._next_probe = -math.inf
 
     def close(self) -> None:
-        self._channel.unsubscribe(self._on_connectivity)
         self._channel.close()
-
-    def _on_connectivity(self, state: grpc.ChannelConnectivity) -> None:
-        if state is grpc.ChannelConnectivity.READY:
-            self._probe_now()
-
-    def _probe_now(self) -> None:
-        with self._lock:
-            if not self._up:
-                self._next_probe = -math.inf

@@ -109,7 +109,7 @@ def _timestamp_error(msg: Message, field: str) -> Optional[str]:
 
 
 def _nanos(d: Duration) -> int:
-    return d.seconds * NANOS_PER_SECOND + d.nanos
+    return int(d.seconds) * NANOS_PER_SECOND + int(d.nanos)
 
 
 def _range_error(field: str, ns: int, max_ns: int, max_text: str) -> Optional[str]:

@@ -15,7 +15,7 @@ as failed. DEFER's instant is taken from defer_for on the client's clock
 (defer_until only when defer_for is missing).
 """
 
-from typing import Optional
+from typing import Optional, cast
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -84,8 +84,9 @@ def to_report_request(endpoint: str, attempt: int, outcome: int,
         raise InvalidArgument("admission: must be a Decision.admission, "
                               "got %r" % (admission,))
     req = pb.ReportRequest(endpoint=_endpoint(endpoint),
-                           attempt=_attempt(attempt), outcome=int(outcome),
-                           admission=admission)
+                           attempt=_attempt(attempt), admission=admission)
+    # Any int32: staggerd judges unknown values (the stub types it the enum).
+    req.outcome = cast(pb.Outcome, int(outcome))
     if retry_after is not None:
         _duration(retry_after, "retry_after", req.retry_after)
     if deadline is not None:
@@ -97,7 +98,7 @@ def to_report_request(endpoint: str, attempt: int, outcome: int,
 
 
 def seconds(d: Duration) -> float:
-    return d.seconds + d.nanos / NANOS_PER_SECOND
+    return float(d.seconds + d.nanos / NANOS_PER_SECOND)
 
 
 def from_wire(d: pb.Decision, now: float, replica: str,
