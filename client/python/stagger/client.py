@@ -48,7 +48,6 @@ from stagger.errors import Cancelled, InvalidArgument
 from stagger.fallback import LocalEngine
 from stagger.members import Member, parse_members, resolve_dns_members, sorted_by_name
 from stagger.policy import LocalPolicy
-from stagger.proto import coordinator_pb2 as pb
 from stagger.rendezvous import Rendezvous
 from stagger.replica import Replica, make_channel
 

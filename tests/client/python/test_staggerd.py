@@ -6,8 +6,9 @@ then parked), Retry-After honoured fleet-wide, a hanging receiver cut off
 by the worker's timeout and reported TIMEOUT, every validation vector
 answered as the vectors file says, and staggerd killed mid-delivery:
 fallback decisions, no exception, every delivery finishes, and the calls
-return to staggerd once it is back. Real time, loopback only; no upper
-bounds on time."""
+return to staggerd once it is back; and client/python/README.md's worker
+run as written. Real time, loopback and Unix sockets only; no upper bounds
+on time."""
 
 import os
 import socket
@@ -257,3 +258,42 @@ def test_staggerd_killed_mid_delivery(staggerd, client):
         assert time.monotonic() < deadline, "never back on staggerd"
         time.sleep(0.2)
     assert s2.proc.poll() is None
+
+
+def _readme_worker() -> str:
+    """The code block under "## A worker" in client/python/README.md."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "client",
+                        "python", "README.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("## A worker", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_worker_delivers_and_dead_letters(staggerd):
+    import http.server
+    path = os.path.join(tempfile.mkdtemp(prefix="stagger-py-"), "agent.sock")
+    staggerd("unix:" + path)
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(410 if self.path == "/gone" else 204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    dead = []
+    code = _readme_worker().replace("unix:/run/stagger/agent.sock", "unix:" + path)
+    scope = {"dead_letter": lambda url, body, why: dead.append((url, why))}
+    try:
+        exec(compile(code, "README.md", "exec"), scope)
+        base = "http://127.0.0.1:%d" % server.server_address[1]
+        scope["deliver"](base + "/ok", b"{}")
+        scope["deliver"](base + "/gone", b"{}")
+    finally:
+        server.shutdown()
+        scope["client"].close()
+    assert dead == [(base + "/gone", "GAVE_UP (NOT_RETRYABLE) after 1 attempt(s)")]

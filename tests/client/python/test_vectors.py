@@ -105,7 +105,6 @@ def _seconds(d):
 @pytest.mark.parametrize("case", VAL, ids=[c["name"] for c in VAL])
 def test_validation_through_the_fallback(offline_client, case):
     msg = _message(case)
-    times = {}
     if case["call"] == "Admit":
         call = lambda: offline_client.admit(
             msg.endpoint, msg.attempt,
