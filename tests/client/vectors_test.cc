@@ -287,15 +287,15 @@ TEST(ClientVectors, PolicyDefaults) {
   EXPECT_EQ(ms("backoff.initial_jitter_ms"), p.backoff.initial_jitter);
   EXPECT_EQ(ms("backoff.retry_after_max_ms"), p.backoff.retry_after_max);
   EXPECT_EQ(ms("backoff.horizon_ms"), p.backoff.horizon);
-  EXPECT_EQ(Int(Field(d, "circuit_breaker.consecutive_failures")),
+  EXPECT_EQ(Int(Field(d, "breaker.consecutive_failures")),
             p.breaker.consecutive_failures);
-  EXPECT_EQ(ms("circuit_breaker.open_base_ms"), p.breaker.open_base);
-  EXPECT_EQ(ms("circuit_breaker.open_max_ms"), p.breaker.open_max);
-  EXPECT_EQ(Int(Field(d, "circuit_breaker.half_open_probes")),
+  EXPECT_EQ(ms("breaker.open_base_ms"), p.breaker.open_base);
+  EXPECT_EQ(ms("breaker.open_max_ms"), p.breaker.open_max);
+  EXPECT_EQ(Int(Field(d, "breaker.half_open_probes")),
             p.breaker.half_open_probes);
-  EXPECT_EQ(Int(Field(d, "circuit_breaker.close_after_successes")),
+  EXPECT_EQ(Int(Field(d, "breaker.close_after_successes")),
             p.breaker.close_after_successes);
-  EXPECT_EQ(ms("circuit_breaker.probe_timeout_ms"), p.breaker.probe_timeout);
+  EXPECT_EQ(ms("breaker.probe_timeout_ms"), p.breaker.probe_timeout);
   EXPECT_EQ(ms("deferral.spread_ms"), p.deferral.spread);
   EXPECT_EQ(Int(Field(d, "limits.max_key_bytes")), limits.max_key_bytes);
   EXPECT_EQ(d.struct_value().fields_size(), 15)

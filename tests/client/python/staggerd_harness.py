@@ -23,12 +23,16 @@ def _die_with_parent() -> None:
 
 
 class Staggerd:
-    def __init__(self, binary: str, address: str = "127.0.0.1:0") -> None:
+    def __init__(self, binary: str, address: str = "127.0.0.1:0",
+                 config: Optional[str] = None) -> None:
         self.log_path = os.path.join(tempfile.mkdtemp(prefix="stagger-py-"),
                                      "staggerd.log")
         self._log = open(self.log_path, "w")
+        argv = [binary, "--address", address, "--metrics_address", ""]
+        if config:
+            argv.append("--config=" + config)
         self.proc = subprocess.Popen(
-            [binary, "--address", address, "--metrics_address", ""],
+            argv,
             stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         listening = self._wait_ready(timeout=60)

@@ -40,8 +40,8 @@ FAIL = AttemptResult(Outcome.RETRYABLE_FAILURE)
 def staggerd():
     started: List[Staggerd] = []
 
-    def start(address="127.0.0.1:0"):
-        s = Staggerd(BINARY, address)
+    def start(address="127.0.0.1:0", config=None):
+        s = Staggerd(BINARY, address, config)
         started.append(s)
         return s
     yield start
@@ -54,7 +54,7 @@ def client():
     made: List[CoordinatorClient] = []
 
     def make(target, **kw):
-        kw.setdefault("call_deadline", 2.0)  # a loaded CI machine
+        kw.setdefault("call_deadline", 10.0)  # a loaded CI machine
         c = CoordinatorClient(target, **kw)
         made.append(c)
         return c
@@ -68,7 +68,7 @@ def shared():
     """One staggerd and a client of it for the tests that change no state
     (bad input) or only their own endpoints'."""
     s = Staggerd(BINARY)
-    c = CoordinatorClient(s.target, call_deadline=2.0)
+    c = CoordinatorClient(s.target, call_deadline=10.0)
     yield s, c
     c.close()
     s.stop()
@@ -102,8 +102,12 @@ def test_first_attempt_over_a_unix_socket(staggerd, client):
     assert (d.source, d.reason) == (Source.COORDINATOR, Reason.INITIAL_JITTER)
 
 
-def test_a_failing_endpoint_opens_the_breaker(staggerd, client):
-    c = client(staggerd().target)
+def test_a_failing_endpoint_opens_the_breaker(staggerd, client, tmp_path):
+    # Open for 10 minutes (default 250 ms): the test does not race it.
+    config = tmp_path / "config.textproto"
+    config.write_text("default_policy { breaker { open_base { seconds: 600 } "
+                      "open_max { seconds: 600 } } }\n")
+    c = client(staggerd(config=str(config)).target)
     ep = "https://down.example"
     answers = [c.report(ep, 1, Outcome.RETRYABLE_FAILURE) for _ in range(20)]
     assert all(d.source is Source.COORDINATOR for d in answers)
