@@ -198,7 +198,9 @@ std::string ServerRefusal(const engine::Engine& engine, const Value& request) {
                   .ok());
   Request req;
   const auto parsed = google::protobuf::util::JsonStringToMessage(json, &req);
-  if (!parsed.ok()) return absl::StrCat("(unparsable: ", parsed.ToString(), ")");
+  if (!parsed.ok()) {
+    return absl::StrCat("(unparsable: ", parsed.ToString(), ")");
+  }
   auto in = wire::FromProto(req);
   if (!in.ok()) return std::string(in.status().message());
   absl::Status s;
