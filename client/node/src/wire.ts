@@ -1,15 +1,16 @@
 // The client's requests and decisions <-> the stagger.v1 messages: the one
 // place the generated types meet the client's (proto/wire/wire.cc's
 // counterpart). Also the checks a request must pass before it can be
-// encoded at all (a wire int32, a finite duration); everything else is the
-// coordinator's to check. Pure.
+// encoded at all, or not as written (a wire int32, a finite duration, a
+// key without lone surrogates); everything else is the coordinator's to
+// check. Pure.
 import { durationFromMs, durationToMs, timestampFromMs, timestampToMs } from "./duration";
 import type {
   AdmitRequest as WireAdmit,
   Decision as WireDecision,
   ReportRequest as WireReport,
 } from "./gen/stagger/v1/coordinator";
-import { MAX_ATTEMPT_NUMBER } from "./validation";
+import { checkEndpointKey, MAX_ATTEMPT_NUMBER } from "./validation";
 import { Verdict, type AdmitRequest, type Decision, type ReportRequest } from "./types";
 
 const isInt32 = (v: number) => Number.isInteger(v) && v >= -(2 ** 31) && v < 2 ** 31;
@@ -17,6 +18,9 @@ const isInt32 = (v: number) => Number.isInteger(v) && v >= -(2 ** 31) && v < 2 *
 // The first reason `req` cannot be put on the wire, or undefined.
 export function unencodable(req: AdmitRequest | ReportRequest): string | undefined {
   if (typeof req.endpoint !== "string") return `endpoint: must be a string, got ${typeof req.endpoint}`;
+  // A lone UTF-16 surrogate would go out as U+FFFD: another key.
+  const key = checkEndpointKey(req.endpoint, Infinity);
+  if (key !== undefined && key.includes("UTF-8")) return key;
   if (!isInt32(req.attempt)) {
     return `attempt: must be in [1, ${MAX_ATTEMPT_NUMBER}], got ${req.attempt}`;
   }

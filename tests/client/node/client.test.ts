@@ -149,6 +149,8 @@ test("INVALID_ARGUMENT reaches the caller as a named error with the server's mes
   assert.deepEqual(c.stats().coordinatorErrors, {});
   // What cannot even be encoded is refused before any call.
   await assert.rejects(c.admit({ endpoint: "k", attempt: 1.5 }), /attempt: must be in \[1, 1000000\], got 1.5/);
+  await assert.rejects(c.admit({ endpoint: "ab\ud800", attempt: 1 }), { message: "endpoint: not valid UTF-8 at byte 2" });
+  await assert.rejects(c.admit({ endpoint: "k", attempt: 1, waitMs: NaN }), { message: "wait: must be a finite number of milliseconds, got NaN" });
   assert.equal(f!.admits.length, 1);
 });
 
