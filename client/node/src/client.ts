@@ -22,6 +22,9 @@
 //   * Coordinator decisions carry the replica's admission token (echo it in
 //     the Report of that attempt: the delivery loop does) and whether the
 //     replica has shown it holds waiting calls (waitSupported).
+//   * Batches (admitBatch, reportBatch) are split by the replica each key
+//     routes to and put back in order; staggerd's batch checks run first
+//     when they are split (see admitBatch).
 //   * An AbortSignal passed to admit() cancels the call (CancelledError);
 //     the replica is not blamed.
 //   * close() stops every timer and channel; call it when done.
@@ -76,6 +79,17 @@ export interface ClientStats {
   // Coordinator calls that failed and fell back, by gRPC status code name.
   coordinatorErrors: Record<string, number>;
 }
+
+// One RPC: send it on `stub`, call `cb` with the error or the answer.
+type Send<W> = (
+  stub: Replica["stub"],
+  md: Metadata,
+  opts: { deadline: number },
+  cb: (err: ServiceError | null, wire: W | undefined) => void,
+) => { cancel(): void };
+
+// staggerd's default limits.max_batch_size: the local checks' limit.
+export const MAX_BATCH_SIZE = 1000;
 
 const CONSIDERED_DOWN = "coordinator considered down (recheck interval not over); not called";
 const HEALTH_INTERVAL_MS = 250;
@@ -165,17 +179,46 @@ export class StaggerClient implements Coordinator {
     const bad = unencodable(req);
     if (bad !== undefined) throw new InvalidArgumentError(bad);
     const deadlineMs = (req.waitMs ?? 0) > 0 ? req.waitMs! + 1000 : this.callDeadlineMs;
-    return this.callOrFallback(req.endpoint, "admit", signal, (stub, md, opts, cb) =>
-      stub.admit(admitToWire(req), md, opts, (err, resp) => cb(err, resp?.decision)),
-      deadlineMs, (cause) => this.decideLocally("admit", req, cause));
+    return this.callOrFallback<WireDecision, Decision>(
+      this.route(req.endpoint),
+      (stub, md, opts, cb) => stub.admit(admitToWire(req), md, opts, (err, resp) => cb(err, resp?.decision)),
+      deadlineMs,
+      signal,
+      (wire, r) => this.fromWire(wire, r),
+      (cause) => this.decideLocally("admit", req, cause),
+    );
   }
 
   async report(req: ReportRequest): Promise<Decision> {
     const bad = unencodable(req);
     if (bad !== undefined) throw new InvalidArgumentError(bad);
-    return this.callOrFallback(req.endpoint, "report", undefined, (stub, md, opts, cb) =>
-      stub.report(reportToWire(req), md, opts, (err, resp) => cb(err, resp?.decision)),
-      this.callDeadlineMs, (cause) => this.decideLocally("report", req, cause));
+    return this.callOrFallback<WireDecision, Decision>(
+      this.route(req.endpoint),
+      (stub, md, opts, cb) => stub.report(reportToWire(req), md, opts, (err, resp) => cb(err, resp?.decision)),
+      this.callDeadlineMs,
+      undefined,
+      (wire, r) => this.fromWire(wire, r),
+      (cause) => this.decideLocally("report", req, cause),
+    );
+  }
+
+  // Batch forms: 1..1000 items (staggerd's default limits.max_batch_size),
+  // one decision per item, in order. Split by the replica each key routes
+  // to: a batch that all goes to one place is sent whole (the server checks
+  // it); otherwise staggerd's checks run here first, with its messages
+  // ("items[3].endpoint: ...", "items: a batch holds 1..1000 items ..."),
+  // so a bad item fails the whole batch before any part is sent; the parts
+  // go at once and a part whose replica fails is decided locally.
+  async admitBatch(items: readonly AdmitRequest[]): Promise<Decision[]> {
+    return this.batch("admit", items, (stub, part, md, opts, cb) =>
+      stub.admitBatch({ items: part.map(admitToWire) }, md, opts, (err, resp) => cb(err, resp?.decisions)),
+    );
+  }
+
+  async reportBatch(items: readonly ReportRequest[]): Promise<Decision[]> {
+    return this.batch("report", items, (stub, part, md, opts, cb) =>
+      stub.reportBatch({ items: part.map(reportToWire) }, md, opts, (err, resp) => cb(err, resp?.decisions)),
+    );
   }
 
   // Whether calls go to the coordinator now (at least one replica up).
@@ -213,29 +256,40 @@ export class StaggerClient implements Coordinator {
 
   // ---- calls -------------------------------------------------------------
 
-  private callOrFallback(
-    key: string,
-    call: "admit" | "report",
-    signal: AbortSignal | undefined,
-    send: (
-      stub: Replica["stub"],
-      md: Metadata,
-      opts: { deadline: number },
-      cb: (err: ServiceError | null, d: WireDecision | undefined) => void,
-    ) => { cancel(): void },
+  // One RPC to `replica` (or, for none, the local decision at once): its
+  // converted answer; INVALID_ARGUMENT as the error; the caller's abort as
+  // CancelledError; anything else, or an answer `convert` refuses (a
+  // string), marks the replica down and returns local(cause).
+  private callOrFallback<W, R>(
+    replica: Replica | undefined,
+    send: Send<W>,
     deadlineMs: number,
-    local: (cause: FallbackCause) => Decision,
-  ): Promise<Decision> {
-    const replica = this.route(key);
+    signal: AbortSignal | undefined,
+    convert: (wire: W | undefined, replica: Replica) => R | string,
+    local: (cause: FallbackCause) => R,
+  ): Promise<R> {
     if (replica === undefined) {
       return Promise.resolve().then(() => local({ code: "UNAVAILABLE", message: CONSIDERED_DOWN }));
     }
-    return new Promise<Decision>((resolve, reject) => {
+    return new Promise<R>((resolve, reject) => {
       const onAbort = () => inFlight.cancel();
       const inFlight = send(replica.stub, new Metadata(), { deadline: Date.now() + deadlineMs }, (err, wire) => {
         signal?.removeEventListener("abort", onAbort);
         try {
-          resolve(this.answer(replica, err, wire, signal, local));
+          if (err === null) {
+            const got = convert(wire, replica);
+            if (typeof got !== "string") {
+              replica.markUp();
+              return resolve(got);
+            }
+            return resolve(this.fail(replica, "INTERNAL", got, local));
+          }
+          if (err.code === status.INVALID_ARGUMENT) {
+            replica.markUp(); // it answered: it is up, the request is bad
+            throw new InvalidArgumentError(err.details);
+          }
+          if (err.code === status.CANCELLED && signal?.aborted) throw new CancelledError();
+          resolve(this.fail(replica, status[err.code] ?? String(err.code), `coordinator: ${err.details}`, local));
         } catch (e) {
           reject(e);
         }
@@ -244,31 +298,78 @@ export class StaggerClient implements Coordinator {
     });
   }
 
-  // The decision for a finished call: the coordinator's, an error, or the
-  // local one (see the header).
-  private answer(
-    replica: Replica,
-    err: ServiceError | null,
-    wire: WireDecision | undefined,
-    signal: AbortSignal | undefined,
-    local: (cause: FallbackCause) => Decision,
-  ): Decision {
-    if (err !== null) {
-      if (err.code === status.INVALID_ARGUMENT) {
-        replica.markUp(); // it answered: it is up, the request is bad
-        throw new InvalidArgumentError(err.details);
-      }
-      if (err.code === status.CANCELLED && signal?.aborted) throw new CancelledError();
-      return this.fail(replica, status[err.code] ?? String(err.code), `coordinator: ${err.details}`, local);
-    }
+  // A coordinator's decision as the client's, or why it is unusable.
+  private fromWire(wire: WireDecision | undefined, replica: Replica): Decision | string {
     const d = decisionFromWire(wire, this.clock.now());
-    if (typeof d === "string") return this.fail(replica, "INTERNAL", d, local);
+    if (typeof d === "string") return d;
     if (wire!.waitSupported) replica.waitSupported = true;
-    replica.markUp();
     return { ...d, waitSupported: replica.waitSupported, source: "coordinator", replica: replica.name };
   }
 
-  private fail(replica: Replica, code: string, message: string, local: (c: FallbackCause) => Decision) {
+  private async batch<Req extends AdmitRequest | ReportRequest>(
+    call: "admit" | "report",
+    items: readonly Req[],
+    send: (stub: Replica["stub"], part: Req[], md: Metadata, opts: { deadline: number }, cb: (err: ServiceError | null, d: WireDecision[] | undefined) => void) => { cancel(): void },
+  ): Promise<Decision[]> {
+    items.forEach((item, i) => {
+      const bad = unencodable(item);
+      if (bad !== undefined) throw new InvalidArgumentError(`items[${i}].${bad}`);
+    });
+    // Each replica's tryUse() is asked once per batch.
+    const tried = new Map<Replica, boolean>();
+    const owners = items.map((item) => this.route(item.endpoint, (r) => {
+      if (!tried.has(r)) tried.set(r, r.tryUse());
+      return tried.get(r)!;
+    }));
+    const local = (part: Req[]) => (cause: FallbackCause) => this.decideBatchLocally(call, part, cause);
+    const convert = (n: number) => (wire: WireDecision[] | undefined, r: Replica): Decision[] | string => {
+      if (wire === undefined || wire.length !== n) return "coordinator answered a batch of the wrong size";
+      const out: Decision[] = [];
+      for (const w of wire) {
+        const d = this.fromWire(w, r);
+        if (typeof d === "string") return d;
+        out.push(d);
+      }
+      return out;
+    };
+    const deadline = this.callDeadlineMs;
+    if (items.length === 0 || owners.every((o) => o === owners[0])) {
+      const whole = [...items];
+      return this.callOrFallback(owners[0], (stub, md, opts, cb) => send(stub, whole, md, opts, cb),
+        deadline, undefined, convert(whole.length), local(whole));
+    }
+    this.checkBatch(call, items);
+    const parts = new Map<Replica | undefined, number[]>();
+    owners.forEach((o, i) => parts.set(o, [...(parts.get(o) ?? []), i]));
+    const out: Decision[] = new Array(items.length);
+    await Promise.all([...parts].map(async ([replica, index]) => {
+      const part = index.map((i) => items[i]!);
+      const got = await this.callOrFallback(replica, (stub, md, opts, cb) => send(stub, part, md, opts, cb),
+        deadline, undefined, convert(part.length), local(part));
+      index.forEach((i, j) => (out[i] = got[j]!));
+    }));
+    return out;
+  }
+
+  // staggerd's batch checks: the size, then every item ("items[i]." first).
+  private checkBatch(call: "admit" | "report", items: readonly (AdmitRequest | ReportRequest)[]): void {
+    if (items.length < 1 || items.length > MAX_BATCH_SIZE) {
+      throw new InvalidArgumentError(
+        `items: a batch holds 1..${MAX_BATCH_SIZE} items (limits.max_batch_size), got ${items.length}`,
+      );
+    }
+    items.forEach((item, i) => {
+      const bad = call === "admit" ? checkAdmit(item as AdmitRequest) : checkReport(item as ReportRequest);
+      if (bad !== undefined) throw new InvalidArgumentError(`items[${i}].${bad}`);
+    });
+  }
+
+  private decideBatchLocally(call: "admit" | "report", items: (AdmitRequest | ReportRequest)[], cause: FallbackCause) {
+    this.checkBatch(call, items); // a bad item changes nothing
+    return items.map((item) => this.decideLocally(call, item, cause));
+  }
+
+  private fail<R>(replica: Replica, code: string, message: string, local: (c: FallbackCause) => R): R {
     replica.markDown();
     this.counts.coordinatorErrors[code] = (this.counts.coordinatorErrors[code] ?? 0) + 1;
     return local({ code, message });
@@ -309,16 +410,17 @@ export class StaggerClient implements Coordinator {
 
   // The replica a call about `key` goes to: the first in the key's order
   // that is serving and usable, else the first usable; none: decide locally.
-  private route(key: string): Replica | undefined {
+  // `usable` claims a down replica's probe (Replica.tryUse by default).
+  private route(key: string, usable = (r: Replica) => r.tryUse()): Replica | undefined {
     const { ring, replicas } = this.view;
-    if (replicas.length === 1) return replicas[0]!.tryUse() ? replicas[0] : undefined;
+    if (replicas.length === 1) return usable(replicas[0]!) ? replicas[0] : undefined;
     if (ring === undefined) return undefined;
     const rank = ring.rank(key);
     for (const servingOnly of [true, false]) {
       for (const i of rank) {
         const r = replicas[i]!;
         if (servingOnly && !r.serving) continue;
-        if (r.tryUse()) return r;
+        if (usable(r)) return r;
       }
     }
     return undefined;

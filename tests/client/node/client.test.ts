@@ -260,6 +260,45 @@ test("an agent on a Unix socket is one member", async () => {
   assert.equal(f.admits.length, 1);
 });
 
+test("batches: split by owner, sent at once, answered in order; a down part is decided locally", async () => {
+  const fs = await fakes(3);
+  const names = ["a", "b", "c"];
+  for (const f of fs) f.answer = (_call, req) => ({ decision: { ...PROCEED, attempt: req.attempt } });
+  const clock = new FakeClock();
+  const c = await client({ target: fs.map((f, i) => `${names[i]}=${f.target}`).join(","), clock });
+  const ring = new Rendezvous(names);
+  const items = keys.slice(0, 12).map((endpoint, i) => ({ endpoint, attempt: i + 1 }));
+  const got = await c.admitBatch(items);
+  assert.deepEqual(got.map((d) => d.attempt), items.map((x) => x.attempt), "in order");
+  assert.deepEqual(got.map((d) => d.replica), items.map((x) => names[ring.owner(x.endpoint)]));
+  for (const [i, f] of fs.entries()) {
+    const mine = items.filter((x) => ring.owner(x.endpoint) === i);
+    assert.deepEqual(f.batches, mine.length > 0 ? [mine.length] : [], `one batch for ${names[i]}`);
+  }
+  fs[2]!.stop();
+  const reports = items.map((x) => ({ ...x, outcome: Outcome.SUCCESS }));
+  const after = await c.reportBatch(reports);
+  for (const [i, d] of after.entries()) {
+    const down = ring.owner(items[i]!.endpoint) === 2;
+    assert.equal(d.source, down ? "local" : "coordinator", items[i]!.endpoint);
+    assert.equal(d.verdict, down ? Verdict.DONE : Verdict.PROCEED);
+  }
+});
+
+test("batches: a bad item fails the whole split batch before any part is sent, with staggerd's message", async () => {
+  const fs = await fakes(2);
+  const c = await client({ target: `x=${fs[0]!.target},y=${fs[1]!.target}` });
+  const items = keys.slice(0, 6).map((endpoint) => ({ endpoint, attempt: 1 }));
+  items[3]!.attempt = 0;
+  await assert.rejects(c.admitBatch(items), { message: "items[3].attempt: must be in [1, 1000000], got 0" });
+  await assert.rejects(c.admitBatch([]), { message: "items: a batch holds 1..1000 items (limits.max_batch_size), got 0" });
+  await assert.rejects(
+    c.reportBatch(keys.slice(0, 6).map((endpoint, i) => ({ endpoint, attempt: 1, outcome: i === 5 ? (0 as Outcome) : Outcome.SUCCESS }))),
+    { message: "items[5].outcome: must be set" },
+  );
+  assert.deepEqual([...fs[0]!.batches, ...fs[1]!.batches], []);
+});
+
 test("bad options are refused, every one named", async () => {
   await assert.rejects(StaggerClient.create({ target: "a:1,,b:2", callDeadlineMs: 0, recheckIntervalMs: 7_200_000 }), (e: unknown) => {
     assert.ok(e instanceof InvalidArgumentError);

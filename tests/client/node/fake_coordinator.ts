@@ -34,6 +34,7 @@ export const PROCEED: Decision = {
 export class FakeCoordinator {
   readonly admits: AdmitRequest[] = [];
   readonly reports: ReportRequest[] = [];
+  readonly batches: number[] = []; // sizes of the batches received
   answer: (call: "admit" | "report", req: AdmitRequest | ReportRequest) => Answer = () => ({ decision: PROCEED });
   serving = HealthCheckResponse_ServingStatus.SERVING;
   private server = new Server();
@@ -56,12 +57,21 @@ export class FakeCoordinator {
       }, a.holdMs);
       this.holds.add(t);
     };
+    // A batch: every item recorded and answered as its single call would be.
+    const batch = (call: "admit" | "report", items: (AdmitRequest | ReportRequest)[], cb: (e: ServiceError | null, r?: { decisions: Decision[] }) => void) => {
+      this.batches.push(items.length);
+      const decisions = items.map((item) => {
+        (call === "admit" ? this.admits : this.reports).push(item as never);
+        return this.answer(call, item)?.decision ?? PROCEED;
+      });
+      cb(null, { decisions });
+    };
     const unimplemented = { code: status.UNIMPLEMENTED, details: "fake", name: "", message: "", metadata: undefined as never };
     const coordinator: RetryCoordinatorServer = {
       admit: (call, cb) => reply("admit", call.request, cb),
       report: (call, cb) => reply("report", call.request, cb),
-      admitBatch: (_c, cb) => cb(unimplemented),
-      reportBatch: (_c, cb) => cb(unimplemented),
+      admitBatch: (call, cb) => batch("admit", call.request.items, cb),
+      reportBatch: (call, cb) => batch("report", call.request.items, cb),
       getEndpoint: (_c, cb) => cb(unimplemented),
       listEndpoints: (_c, cb) => cb(unimplemented),
     };

@@ -57,9 +57,12 @@ test("a failing endpoint: the breaker opens and parks the fleet's deliveries", a
   const endpoint = unique("failing");
   let sent = 0;
   const reasons = new Set<string>();
+  // A 5 s deadline bounds each run (the breaker's probes and backoffs
+  // could otherwise take a delivery through all 8 attempts).
+  const deadlineMs = Date.now() + 5_000;
   const runs = await Promise.all(
     Array.from({ length: 30 }, () =>
-      new DeliveryLoop(client, { onDecision: (e) => reasons.add(`${e.decision.source}:${Reason[e.decision.reason]}`) }).run(
+      new DeliveryLoop(client, { deadlineMs, onDecision: (e) => reasons.add(`${e.decision.source}:${Reason[e.decision.reason]}`) }).run(
         endpoint,
         async () => {
           sent++;
@@ -126,18 +129,28 @@ test("bad input: staggerd's INVALID_ARGUMENT equals every vector's message", asy
     checked++;
   }
   assert.ok(checked > 0);
+  // A batch is checked whole, items named by index, by staggerd as here.
+  await assert.rejects(client.admitBatch([{ endpoint: "ok.example", attempt: 1 }, { endpoint: "", attempt: 1 }]), {
+    message: "items[1].endpoint: must not be empty",
+  });
+  await assert.rejects(client.reportBatch([]), {
+    message: "items: a batch holds 1..1000 items (limits.max_batch_size), got 0",
+  });
+  const two = await client.admitBatch([{ endpoint: "ok.example", attempt: 1 }, { endpoint: "ok2.example", attempt: 1 }]);
+  assert.deepEqual(two.map((d) => d.source), ["coordinator", "coordinator"]);
   assert.ok(client.coordinatorUp(), "bad input never made the client fall back");
   console.log(`# ${checked} vectors checked against staggerd; ${pending.length} pending_cpp skipped: ${pending.join(", ")}`);
 });
 
 // Last: it kills staggerd.
 test("staggerd killed mid-delivery: local decisions, no exception, every delivery goes on", async () => {
-  const endpoint = unique("killed");
+  // One endpoint per delivery: on a shared one the (process-wide)
+  // decorrelated backoff of ten failures could reach its 30 s cap.
   const events: DeliveryEvent[] = [];
   let killed: Promise<void> | undefined;
   const deliveries = Array.from({ length: 10 }, (_, i) => {
     let n = 0;
-    return new DeliveryLoop(client, { onDecision: (e) => events.push(e) }).run(endpoint, async () => {
+    return new DeliveryLoop(client, { onDecision: (e) => events.push(e) }).run(unique(`killed-${i}`), async () => {
       if (++n === 1) {
         if (i === 0) killed = server.kill("SIGKILL");
         await killed;
