@@ -18,13 +18,12 @@ import {
   type Sleep,
 } from "../../../client/node/src/index";
 
-// The repository root: $STAGGER_SOURCE_DIR (set by ctest), else found from
-// this file's compiled location (<out>/tests/client/node/helpers.js has no
-// fixed relation to the sources, so ctest's variable is the normal way).
+// The repository root: $STAGGER_SOURCE_DIR (ctest sets it; the compiled
+// tests live in the build folder, with no fixed path to the sources).
 export function repoRoot(): string {
-  const fromEnv = process.env["STAGGER_SOURCE_DIR"];
-  if (fromEnv) return fromEnv;
-  return path.resolve(__dirname, "../../../../../..");
+  const root = process.env["STAGGER_SOURCE_DIR"];
+  if (!root) throw new Error("set STAGGER_SOURCE_DIR to the repository's root (ctest does)");
+  return root;
 }
 
 // A vectors-file string: a plain string, or {prefix, repeat, times, suffix}.
