@@ -9,7 +9,7 @@
 //                             Engine::ValidateAdmit / ValidateReport on the
 //                             default config (CoordinatorService's path)
 //   duration_text             absl::FormatDuration
-//   rendezvous, stable_hash   proto/wire/rendezvous.h
+//   rendezvous, stable_hash   core/wire/rendezvous.h
 //   policy_defaults           engine::EngineConfig's defaults
 //
 // Vectors marked "pending_cpp": true (checks the C++ code does not make yet)
@@ -30,15 +30,15 @@
 #include "absl/time/time.h"
 #include "client/endpoint_key.h"
 #include "client/http_outcome.h"
-#include "client/members.h"
+#include "client/internal/members.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "proto/wire/rendezvous.h"
-#include "proto/wire/wire.h"
-#include "server/engine/clock.h"
-#include "server/engine/engine.h"
-#include "server/engine/random.h"
+#include "core/wire/rendezvous.h"
+#include "core/wire/wire.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
+#include "core/engine/random.h"
 #include "stagger/v1/coordinator.pb.h"
 
 namespace stagger::client {

@@ -1,5 +1,5 @@
 """LocalBreaker: the local fallback's circuit breaker for one endpoint, the
-engine's (server/engine/circuit_breaker.h) without its failure-ratio
+engine's (core/engine/circuit_breaker.h) without its failure-ratio
 window: it opens after LocalPolicy.consecutive_failures failures in a row.
 
   CLOSED --N failures in a row--> OPEN for min(open_max, open_base *

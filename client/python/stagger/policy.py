@@ -1,5 +1,5 @@
 """LocalPolicy: the policy the local fallback decides with. Its defaults are
-staggerd's embedded defaults (server/engine/config_ranges.h);
+staggerd's embedded defaults (core/engine/config_ranges.h);
 tests/vectors/client_vectors.json (policy_defaults) holds both to them.
 Durations in float seconds.
 

@@ -1,5 +1,5 @@
 """Rendezvous (highest-random-weight) hashing: which replica owns an
-endpoint key -- exactly proto/wire/rendezvous.h, which staggerd and the C++
+endpoint key -- exactly core/wire/rendezvous.h, which staggerd and the C++
 client use (tests/vectors/client_vectors.json, rendezvous and stable_hash,
 pins both).
 

@@ -3,10 +3,10 @@ staggerd's order, for the local fallback (so bad input is the same error
 with or without the coordinator). tests/vectors/client_vectors.json
 (validation) holds it to the C++ code.
 
-Order, as the server's: first the wire checks (proto/wire/wire.cc
+Order, as the server's: first the wire checks (core/wire/wire.cc
 FromProto: ReportRequest.outcome set and known, retry_after and wait
 well-formed Durations, deadline and first_attempt_time well-formed
-Timestamps), then the engine's (server/engine: endpoint key, attempt,
+Timestamps), then the engine's (core/engine: endpoint key, attempt,
 retry_after range, and the waiting-admission check of `wait`).
   endpoint    "endpoint: must not be empty" | "endpoint: N bytes, over the
               limit of M (limits.max_key_bytes)" | "endpoint: control
