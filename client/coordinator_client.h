@@ -70,6 +70,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,14 @@ class CoordinatorClient final : public Coordinator {
 
   absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in) override;
   absl::StatusOr<ClientDecision> Report(const ReportRequest& in) override;
+
+  // The answer to `in` if this client can give it without calling anyone
+  // (under a lease, ClientOptions::leases); nullopt otherwise (Admit /
+  // Report would call the coordinator or decide by fallback). Never
+  // blocks: a server answering many callers (stagger-agent) answers these
+  // inline and hands the rest to threads that may block.
+  std::optional<ClientDecision> AdmitUnderLease(const AdmitRequest& in);
+  std::optional<ClientDecision> ReportUnderLease(const ReportRequest& in);
 
   // Batch forms: 1..max_batch_size items, one decision per item in order.
   // The size and item checks and their messages are the server's

@@ -7,7 +7,7 @@
 //   -> wait for a signal -> drain.
 //
 // Flags: below and in transport_flags.cc; `staggerd --help` lists every one
-// (daemon/usage.h) and README's "Running staggerd" has each with its
+// (core/cli/usage.h) and README's "Running staggerd" has each with its
 // default and meaning (tests/server/flags_documented_test.py keeps the
 // three in step).
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
@@ -27,6 +27,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/cli/signals.h"
+#include "core/cli/usage.h"
 #include "server/daemon/config_watch.h"
 #include "server/daemon/drain.h"
 #include "server/daemon/eviction_loop.h"
@@ -37,8 +39,8 @@
 #include "server/daemon/servers.h"
 #include "server/daemon/signals.h"
 #include "server/daemon/startup_config.h"
+#include "server/daemon/usage_message.h"
 #include "server/daemon/state_file.h"
-#include "server/daemon/usage.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
@@ -273,8 +275,8 @@ int Run() {
 }  // namespace stagger
 
 int main(int argc, char** argv) {
-  stagger::daemon::BlockHandledSignals();  // before any thread exists
-  stagger::daemon::InstallUsage();
+  stagger::cli::BlockHandledSignals();  // before any thread exists
+  stagger::cli::InstallUsage(stagger::daemon::UsageMessage(), "server");
   absl::ParseCommandLine(argc, argv);
   return stagger::Run();
 }

@@ -116,6 +116,13 @@ class CoordinatorClient::Impl {
 
   absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in);
   absl::StatusOr<ClientDecision> Report(const ReportRequest& in);
+  std::optional<ClientDecision> AdmitUnderLease(const AdmitRequest& in) {
+    return LeasedAdmit(membership_->Peek(in.endpoint).get(), in);
+  }
+  std::optional<ClientDecision> ReportUnderLease(const ReportRequest& in) {
+    if (in.outcome != engine::Outcome::kSuccess) return std::nullopt;
+    return LeasedReport(membership_->Peek(in.endpoint).get(), in);
+  }
   absl::StatusOr<std::vector<ClientDecision>> AdmitBatch(
       absl::Span<const AdmitRequest> items);
   absl::StatusOr<std::vector<ClientDecision>> ReportBatch(
@@ -427,6 +434,14 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Admit(
 absl::StatusOr<ClientDecision> CoordinatorClient::Report(
     const ReportRequest& in) {
   return impl_->Report(in);
+}
+std::optional<ClientDecision> CoordinatorClient::AdmitUnderLease(
+    const AdmitRequest& in) {
+  return impl_->AdmitUnderLease(in);
+}
+std::optional<ClientDecision> CoordinatorClient::ReportUnderLease(
+    const ReportRequest& in) {
+  return impl_->ReportUnderLease(in);
 }
 absl::StatusOr<std::vector<ClientDecision>> CoordinatorClient::AdmitBatch(
     absl::Span<const AdmitRequest> items) {

@@ -106,6 +106,15 @@ std::shared_ptr<Replica> Membership::Route(absl::string_view key) const {
   return i < v->replicas.size() ? v->replicas[i] : nullptr;
 }
 
+std::shared_ptr<Replica> Membership::Peek(absl::string_view key) const {
+  std::shared_ptr<const View> v = view();
+  const size_t i = Pick(*v, key, [&](size_t r, bool serving_only) {
+    const Replica& rep = *v->replicas[r];
+    return rep.up() && (!serving_only || rep.serving());
+  });
+  return i < v->replicas.size() ? v->replicas[i] : nullptr;
+}
+
 bool Membership::AnyUp() const {
   std::shared_ptr<const View> v = view();
   if (v == nullptr) return false;  // under construction or destruction

@@ -62,6 +62,9 @@ class Membership {
   static size_t Pick(const View& v, absl::string_view key,
                      const Usable& usable);
   std::shared_ptr<Replica> Route(absl::string_view key) const;
+  // The replica Route would pick among those up now, without claiming a
+  // down replica's probe (for answers that call no one); null if none.
+  std::shared_ptr<Replica> Peek(absl::string_view key) const;
   // Whether any replica takes calls now.
   bool AnyUp() const;
 

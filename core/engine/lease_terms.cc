@@ -8,7 +8,9 @@ LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,
                     bool paused) {
   LeaseTerms t;
   t.initial_jitter = p.backoff.initial_jitter;
-  t.served_per_second = st.served.PerSecond(now);
+  t.served_per_second =
+      std::max(st.served.PerSecond(now),
+               st.budget.FirstAttemptsPerSecond(p.budget, now));
   const bool releasing =
       st.release != nullptr && st.release->pacer.Releasing(now);
   t.clear = !paused && !releasing &&

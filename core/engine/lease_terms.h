@@ -35,7 +35,9 @@ struct LeaseTerms {
   bool clear = false;
   // The endpoint's policy: a leased first attempt is spread over [0, this).
   absl::Duration initial_jitter = absl::ZeroDuration();
-  // Successes per second the endpoint served lately (sizes the allowance).
+  // Deliveries per second the endpoint sees lately: the larger of the
+  // successes it served in the last second and the first attempts per
+  // second over the budget's window (sizes the allowance).
   double served_per_second = 0;
 };
 

@@ -64,6 +64,12 @@ void RetryBudget::RecordRetry(const BudgetParams& p, absl::Time now) {
   c.retries = SaturatingIncrement(c.retries);
 }
 
+double RetryBudget::FirstAttemptsPerSecond(const BudgetParams& p,
+                                           absl::Time now) {
+  Advance(p, now);
+  return window_.Sum().first_attempts / absl::ToDoubleSeconds(p.window);
+}
+
 double RetryBudget::Remaining(const BudgetParams& p, absl::Time now) {
   Advance(p, now);
   const Counts sum = window_.Sum();

@@ -32,6 +32,8 @@ class RetryBudget {
   bool CanRetry(const BudgetParams& p, absl::Time now);
   // A retry failed (the engine spends on failed retries only).
   void RecordRetry(const BudgetParams& p, absl::Time now);
+  // First attempts per second over the window now.
+  double FirstAttemptsPerSecond(const BudgetParams& p, absl::Time now);
   // Retries still allowed now, in retries (fractional).
   double Remaining(const BudgetParams& p, absl::Time now);
   // Forgets the window.

@@ -12,6 +12,12 @@ bool LeaseBook::Live(const Entry& e, absl::Time now) {
   return e.lease.has_value() && now < e.lease->expires;
 }
 
+bool LeaseBook::AskDue(const Entry& e, absl::Time now) {
+  if (!e.wants) return false;
+  const absl::Duration every = Live(e, now) ? kRenewInterval : kAskInterval;
+  return now - e.last_ask >= every;
+}
+
 void LeaseBook::Count(Entry& e, absl::Time now, bool first_attempt) {
   const absl::Time start =
       absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), kBucket);
@@ -91,8 +97,7 @@ LeaseBook::Outgoing LeaseBook::TakeOutgoing(absl::Time now, bool flush) {
   CountReport report = NewReport();
   for (auto it = entries_.begin(); it != entries_.end();) {
     Entry& e = it->second;
-    if (e.wants && now - e.last_ask >= kAskInterval &&
-        out.asks.size() < kMaxItemsPerMessage) {
+    if (AskDue(e, now) && out.asks.size() < kMaxItemsPerMessage) {
       out.asks.push_back(it->first);
       e.last_ask = now;
       e.wants = false;

@@ -13,7 +13,8 @@
 //   * A SUCCESS report on an endpoint with a live lease, unless the
 //     attempt was admitted as a probe: DONE(SUCCEEDED); counted.
 // A lease is asked for again (renewed) once half its ttl has passed or half
-// its allowance is spent, while first attempts keep coming.
+// its allowance is spent, while first attempts keep coming: at most once
+// per kRenewInterval (once per kAskInterval for an endpoint with no lease).
 //
 // Counts are kept per endpoint in kBucket-wide buckets by when they
 // happened. TakeOutgoing moves all of them into one numbered CountReport
@@ -52,8 +53,11 @@ class LeaseBook {
  public:
   // Counts are bucketed this finely (rates read them as what they were).
   static constexpr absl::Duration kBucket = absl::Milliseconds(100);
-  // An endpoint without a lease is asked for at most this often.
+  // An endpoint without a lease is asked for at most this often ...
   static constexpr absl::Duration kAskInterval = absl::Seconds(1);
+  // ... and a lease due for renewal at most this often (a renewal keeps a
+  // busy endpoint's calls here, so it is asked for sooner).
+  static constexpr absl::Duration kRenewInterval = absl::Milliseconds(100);
   // Unacked reports kept at most (the oldest are dropped beyond: a replica
   // away this long has lost its view of them anyway).
   static constexpr size_t kMaxUnacked = 1024;
@@ -105,6 +109,8 @@ class LeaseBook {
     absl::Time last_ask = absl::InfinitePast();
   };
   static bool Live(const Entry& e, absl::Time now);
+  // Whether `e` is to be asked for now.
+  static bool AskDue(const Entry& e, absl::Time now);
   static void Count(Entry& e, absl::Time now, bool first_attempt);
   // Marks `e` as wanting a (renewed) lease if its lease is half used.
   static void MaybeRenew(Entry& e, absl::Time now);

@@ -14,8 +14,9 @@ absl::StatusOr<std::unique_ptr<MetricsStack>> MetricsStack::Start(
   stack->metrics_->AttachEngine(engine);
   if (address.empty()) return stack;
   absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> exposer =
-      metrics::MetricsExposer::Start(address, stack->registry_,
-                                     stack->metrics_.get());
+      metrics::MetricsExposer::Start(
+          address, stack->registry_,
+          [m = stack->metrics_.get()] { m->RefreshEngineStats(); });
   if (!exposer.ok()) return exposer.status();
   stack->exposer_ = *std::move(exposer);
   return stack;

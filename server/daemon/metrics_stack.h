@@ -20,7 +20,7 @@
 #include "prometheus/registry.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
-#include "server/metrics/metrics_exposer.h"
+#include "core/metrics/metrics_exposer.h"
 #include "server/metrics/server_metrics.h"
 
 namespace stagger::daemon {

@@ -1,43 +1,25 @@
 #include "server/daemon/signals.h"
 
-#include <pthread.h>
+#include <signal.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/cli/signals.h"
 #include "server/daemon/log.h"
 
 namespace stagger::daemon {
 
-sigset_t HandledSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  return signals;
-}
-
-void BlockHandledSignals() {
-  const sigset_t signals = HandledSignals();
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-}
-
 int WaitForShutdownSignal(config::ConfigReloader* reloader) {
-  const sigset_t signals = HandledSignals();
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig != SIGHUP) {
-      Log(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                       ": draining (health NOT_SERVING)"));
-      return sig;
-    }
+  const int sig = cli::WaitForShutdownSignal([reloader] {
     if (reloader == nullptr) {
       Log("SIGHUP: no --config file to reload");
-      continue;
+      return;
     }
     Log("SIGHUP: reloading config");
     (void)reloader->ReloadNow();
-  }
+  });
+  Log(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   ": draining (health NOT_SERVING)"));
+  return sig;
 }
 
 }  // namespace stagger::daemon

@@ -4,8 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/arena.h"
-#include "grpcpp/support/proto_buffer_reader.h"
+#include "core/rpc/raw_unary.h"
 #include "server/service/proto_convert.h"
 
 namespace stagger::service {
@@ -13,30 +12,6 @@ namespace {
 
 using metrics::ScopedRpcTimer;
 using metrics::ServerMetrics;
-
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx,
-                                     const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
-
-// One arena per call: a unary call fits in its first block, a batch of 100
-// in a few (a batch request parses into ~2 allocations per item).
-google::protobuf::ArenaOptions CallArenaOptions() {
-  google::protobuf::ArenaOptions o;
-  o.start_block_size = 4096;
-  o.max_block_size = 65536;
-  return o;
-}
-
-// Parses the request bytes; false if they are not a valid `Request`.
-template <typename Request>
-bool ParseRequest(const grpc::ByteBuffer& bytes, Request* req) {
-  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes it
-  grpc::ProtoBufferReader reader(&copy);
-  return req->ParseFromZeroCopyStream(&reader) && reader.status().ok();
-}
 
 }  // namespace
 
@@ -184,25 +159,10 @@ grpc::ServerUnaryReactor* CoordinatorService::Serve(
     grpc::ByteBuffer* resp, ServerMetrics::Method method,
     grpc::Status (CoordinatorService::*logic)(const Request&, Response*)) {
   ScopedRpcTimer timer(metrics_, method);
-  google::protobuf::Arena arena(CallArenaOptions());
-  Request* request = google::protobuf::Arena::CreateMessage<Request>(&arena);
-  if (!ParseRequest(*req, request)) {
-    return FinishWith(
-        ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("request: ", req->Length(),
-                                       " bytes that are not a valid ",
-                                       Request::descriptor()->full_name(),
-                                       " (malformed protobuf, or a string "
-                                       "field that is not UTF-8)")));
-  }
-  Response* response = google::protobuf::Arena::CreateMessage<Response>(&arena);
-  grpc::Status status = (this->*logic)(*request, response);
-  if (status.ok()) {
-    bool own_buffer = false;
-    status = grpc::SerializationTraits<Response>::Serialize(*response, resp,
-                                                            &own_buffer);
-  }
-  return FinishWith(ctx, status);
+  return rpc::ServeRaw<Request, Response>(
+      ctx, req, resp, [this, logic](const Request& request, Response* response) {
+        return (this->*logic)(request, response);
+      });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Admit(

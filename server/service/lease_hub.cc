@@ -55,11 +55,9 @@ absl::StatusOr<v1::SyncDown> LeaseHub::Handle(const lease::AgentKey& agent,
   const int max_key_bytes = engine_->config().limits.max_key_bytes;
   for (int i = 0; granting_ && i < up.lease_asks_size(); ++i) {
     const std::string& key = up.lease_asks(i);
-    if (absl::Status s = engine::ValidateEndpointKey(key, max_key_bytes);
-        !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lease_asks[", i, "].", s.message()));
-    }
+    // A key this replica refuses (its limits may be narrower than the
+    // agent's) gets no lease: the agent keeps asking the coordinator.
+    if (!engine::ValidateEndpointKey(key, max_key_bytes).ok()) continue;
     const engine::LeaseTerms terms = engine_->LeaseTermsFor(key);
     const bool owned = ownership_ == nullptr || ownership_->Owns(key);
     if (std::optional<lease::LeaseGrant> g =

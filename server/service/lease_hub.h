@@ -5,8 +5,9 @@
 //   * Handle(agent, up): one message from an agent's stream, applied in
 //     order: acknowledgements, counts (each seq once, each endpoint key
 //     checked as in Admit; the counts learned by the engine at their
-//     times), asks (a grant for each endpoint the engine says is clear;
-//     ownership from --replicas decides failover's learning wait). Returns
+//     times), asks (a grant for each endpoint the engine says is clear and
+//     whose key it accepts; ownership from --replicas decides failover's
+//     learning wait). Returns
 //     the answer to send (applied_seq and grants), or INVALID_ARGUMENT
 //     naming the bad field (the stream then ends).
 //   * OnEndpointChanged(key): after a failure report, a reset or a forced

@@ -45,12 +45,6 @@ void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out) {
   }
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
-}
 
 std::string EncodePageToken(absl::string_view last_key) {
   return absl::BytesToHexString(last_key);

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/status.h"
+#include "core/rpc/raw_unary.h"
 #include "core/wire/wire.h"
 #include "core/engine/decision.h"
 #include "core/engine/engine.h"
@@ -30,7 +31,7 @@ using wire::ToProto;
 
 void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out);
 
-grpc::Status ToGrpcStatus(const absl::Status& s);
+using rpc::ToGrpcStatus;
 
 // Page tokens are the last key of the previous page, hex-encoded (keys are
 // arbitrary bytes; tokens must be printable).

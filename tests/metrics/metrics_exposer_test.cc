@@ -2,7 +2,7 @@
 // the registry at /metrics, refreshes engine gauges per scrape, and turns a
 // bind failure (port taken) or a malformed address into a Status instead of
 // prometheus-cpp's exception.
-#include "server/metrics/metrics_exposer.h"
+#include "core/metrics/metrics_exposer.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -35,7 +35,8 @@ TEST(MetricsExposerTest, ServesTheRegistryOnAnEphemeralLoopbackPort) {
   d.reason = engine::Reason::kAttemptsExhausted;
   metrics.RecordDecision(ServerMetrics::Call::kReport, d);
 
-  auto exposer = MetricsExposer::Start("127.0.0.1:0", registry, &metrics);
+  auto exposer = MetricsExposer::Start("127.0.0.1:0", registry,
+                                       [&metrics] { metrics.RefreshEngineStats(); });
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   const int port = (*exposer)->port();
   ASSERT_GT(port, 0);

@@ -84,7 +84,7 @@ def parse_help(text):
 
 
 def is_staggerd_file(path):
-    # The same rule as server/daemon/usage.cc's IsStaggerdFlagFile.
+    # The same rule as core/cli/usage.cc's IsFlagFileUnder(file, "server").
     return path.startswith("server/") or "/server/" in path
 
 

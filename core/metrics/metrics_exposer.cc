@@ -1,6 +1,6 @@
 // MetricsExposer: prometheus-cpp's Exposer behind an absl::Status API. See
 // metrics_exposer.h for the contract.
-#include "server/metrics/metrics_exposer.h"
+#include "core/metrics/metrics_exposer.h"
 
 #include <exception>
 #include <utility>
@@ -13,22 +13,23 @@
 namespace stagger::metrics {
 namespace {
 
-// Refreshes the engine gauges, then collects the registry: what the exposer
+// Runs before_scrape, then collects the registry: what the exposer
 // serves on every scrape.
 class RefreshingCollectable final : public prometheus::Collectable {
  public:
   RefreshingCollectable(std::shared_ptr<prometheus::Registry> registry,
-                        ServerMetrics* metrics)
-      : registry_(std::move(registry)), metrics_(metrics) {}
+                        std::function<void()> before_scrape)
+      : registry_(std::move(registry)),
+        before_scrape_(std::move(before_scrape)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    if (metrics_ != nullptr) metrics_->RefreshEngineStats();
+    if (before_scrape_) before_scrape_();
     return registry_->Collect();
   }
 
  private:
   const std::shared_ptr<prometheus::Registry> registry_;
-  ServerMetrics* const metrics_;
+  const std::function<void()> before_scrape_;
 };
 
 // "host:port" with a non-empty host and a port in 0..65535.
@@ -53,7 +54,7 @@ absl::Status ValidateAddress(absl::string_view address) {
 
 absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
     absl::string_view address, std::shared_ptr<prometheus::Registry> registry,
-    ServerMetrics* metrics) {
+    std::function<void()> before_scrape) {
   if (registry == nullptr) {
     return absl::InvalidArgumentError("MetricsExposer: registry is null");
   }
@@ -75,7 +76,8 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
         "metrics_address: no listening port after binding ", address));
   }
   auto collectable =
-      std::make_shared<RefreshingCollectable>(std::move(registry), metrics);
+      std::make_shared<RefreshingCollectable>(std::move(registry),
+                                              std::move(before_scrape));
   exposer->RegisterCollectable(collectable, "/metrics");
   return std::unique_ptr<MetricsExposer>(new MetricsExposer(
       std::move(exposer), std::move(collectable), std::string(address),

@@ -4,16 +4,17 @@
 // Start() binds the address or returns an error Status: prometheus-cpp
 // throws on a bind failure (port taken, bad address); that exception is
 // caught here and never escapes. Before every scrape the exposer calls
-// ServerMetrics::RefreshEngineStats(), so the endpoint-table gauges are as
-// of the scrape. Besides the registry, prometheus-cpp adds its own
+// `before_scrape` (staggerd: ServerMetrics::RefreshEngineStats(), so the
+// endpoint-table gauges are as of the scrape). Besides the registry, prometheus-cpp adds its own
 // exposer_* families (scrapes served, bytes, latency) to the same page.
 //
 // Thread-safety: port() may be called from any thread. Destroying the
 // exposer stops serving (in-flight scrapes finish first); the registry and
-// the ServerMetrics must outlive it.
-#ifndef STAGGER_SERVER_METRICS_METRICS_EXPOSER_H_
-#define STAGGER_SERVER_METRICS_METRICS_EXPOSER_H_
+// whatever before_scrape uses must outlive it.
+#ifndef STAGGER_CORE_METRICS_METRICS_EXPOSER_H_
+#define STAGGER_CORE_METRICS_METRICS_EXPOSER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,20 +23,19 @@
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
-#include "server/metrics/server_metrics.h"
 
 namespace stagger::metrics {
 
 class MetricsExposer {
  public:
   // `address` is "host:port" (e.g. "0.0.0.0:9464", "127.0.0.1:0" for any
-  // free port, "[::]:9464"); the path is always /metrics. `metrics` may be
-  // null (no refresh before scrapes). Errors: InvalidArgument for a
+  // free port, "[::]:9464"); the path is always /metrics. `before_scrape`
+  // may be null. Errors: InvalidArgument for a
   // malformed address, Unavailable if the address cannot be bound (the
   // message names the address, e.g. "port already in use?").
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(
       absl::string_view address, std::shared_ptr<prometheus::Registry> registry,
-      ServerMetrics* metrics);
+      std::function<void()> before_scrape);
 
   ~MetricsExposer();
   MetricsExposer(const MetricsExposer&) = delete;
@@ -58,4 +58,4 @@ class MetricsExposer {
 
 }  // namespace stagger::metrics
 
-#endif  // STAGGER_SERVER_METRICS_METRICS_EXPOSER_H_
+#endif  // STAGGER_CORE_METRICS_METRICS_EXPOSER_H_

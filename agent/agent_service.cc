@@ -1,0 +1,211 @@
+#include "agent/agent_service.h"
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/rpc/raw_unary.h"
+#include "core/wire/wire.h"
+
+namespace stagger::agent {
+namespace {
+
+using client::ClientDecision;
+
+void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
+  engine::Decision e;
+  e.verdict = d.verdict;
+  e.reason = d.reason;
+  e.delay = d.delay;
+  e.defer_until = d.defer_until;
+  e.attempt = d.attempt;
+  e.admission = d.admission;
+  wire::ToProto(e, now, out);
+}
+
+template <typename Response>
+grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
+                    Response* resp) {
+  if (!d.ok()) return rpc::ToGrpcStatus(d.status());
+  ToWire(*d, now, resp->mutable_decision());
+  return grpc::Status::OK;
+}
+
+template <typename Response>
+grpc::Status AnswerBatch(
+    const absl::StatusOr<std::vector<ClientDecision>>& ds, absl::Time now,
+    Response* resp) {
+  if (!ds.ok()) return rpc::ToGrpcStatus(ds.status());
+  for (const ClientDecision& d : *ds) ToWire(d, now, resp->add_decisions());
+  return grpc::Status::OK;
+}
+
+// Every item of a batch request converted as staggerd converts them: the
+// size first, then each item (a wire-level error names its item:
+// "items[3].deadline: ...").
+template <typename Input, typename Request>
+absl::StatusOr<std::vector<Input>> BatchInputs(const Request& req,
+                                               int max_batch_size) {
+  if (absl::Status s = wire::CheckBatchSize(req.items_size(), max_batch_size);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<Input> inputs;
+  inputs.reserve(req.items_size());
+  for (int i = 0; i < req.items_size(); ++i) {
+    absl::StatusOr<Input> in = wire::FromProto(req.items(i));
+    if (!in.ok()) return wire::PrefixItem(in.status(), i);
+    inputs.push_back(*in);
+  }
+  return inputs;
+}
+
+grpc::ServerUnaryReactor* NotHere(grpc::CallbackServerContext* ctx) {
+  return rpc::FinishWith(
+      ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "stagger-agent serves decisions (Admit, Report and "
+                        "their batches); ask a coordinator for endpoint "
+                        "state (staggerctl --address <coordinator>)"));
+}
+
+}  // namespace
+
+AgentService::AgentService(client::CoordinatorClient* client, WorkPool* pool)
+    : client_(client), pool_(pool) {}
+
+template <typename Request, typename Response, typename Inline,
+          typename Pooled>
+grpc::ServerUnaryReactor* AgentService::Serve(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* req,
+                                              grpc::ByteBuffer* resp,
+                                              Inline try_inline,
+                                              Pooled pooled) {
+  auto request = std::make_shared<Request>();
+  if (!rpc::ParseRequest(*req, request.get())) {
+    return rpc::FinishWith(ctx, rpc::UnparsableRequest(
+                                    req->Length(),
+                                    Request::descriptor()->full_name()));
+  }
+  const auto finish = [resp](grpc::ServerUnaryReactor* reactor,
+                             grpc::Status status, const Response& response) {
+    if (status.ok()) {
+      bool own_buffer = false;
+      status = grpc::SerializationTraits<Response>::Serialize(response, resp,
+                                                              &own_buffer);
+    }
+    reactor->Finish(status);
+  };
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Response response;
+  if (std::optional<grpc::Status> s = try_inline(*request, &response)) {
+    finish(reactor, *s, response);
+    return reactor;
+  }
+  const bool queued = pool_->Submit([request, reactor, pooled, finish] {
+    Response response;
+    const grpc::Status status = pooled(*request, &response);
+    finish(reactor, status, response);
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "stagger-agent: too many calls waiting for "
+                                 "a coordinator"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* req,
+                                              grpc::ByteBuffer* resp) {
+  using Req = v1::AdmitRequest;
+  using Resp = v1::AdmitResponse;
+  return Serve<Req, Resp>(
+      ctx, req, resp,
+      [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
+        absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
+        if (!in.ok()) return rpc::ToGrpcStatus(in.status());
+        std::optional<ClientDecision> d = client_->AdmitUnderLease(*in);
+        if (!d.has_value()) return std::nullopt;
+        return Answer(*d, client_->clock().Now(), out);
+      },
+      [this](const Req& r, Resp* out) {
+        absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
+        if (!in.ok()) return rpc::ToGrpcStatus(in.status());
+        return Answer(client_->Admit(*in), client_->clock().Now(), out);
+      });
+}
+
+grpc::ServerUnaryReactor* AgentService::Report(grpc::CallbackServerContext* ctx,
+                                               const grpc::ByteBuffer* req,
+                                               grpc::ByteBuffer* resp) {
+  using Req = v1::ReportRequest;
+  using Resp = v1::ReportResponse;
+  return Serve<Req, Resp>(
+      ctx, req, resp,
+      [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
+        absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
+        if (!in.ok()) return rpc::ToGrpcStatus(in.status());
+        std::optional<ClientDecision> d = client_->ReportUnderLease(*in);
+        if (!d.has_value()) return std::nullopt;
+        return Answer(*d, client_->clock().Now(), out);
+      },
+      [this](const Req& r, Resp* out) {
+        absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
+        if (!in.ok()) return rpc::ToGrpcStatus(in.status());
+        return Answer(client_->Report(*in), client_->clock().Now(), out);
+      });
+}
+
+grpc::ServerUnaryReactor* AgentService::AdmitBatch(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  using Req = v1::AdmitBatchRequest;
+  using Resp = v1::AdmitBatchResponse;
+  return Serve<Req, Resp>(
+      ctx, req, resp,
+      [](const Req&, Resp*) -> std::optional<grpc::Status> {
+        return std::nullopt;
+      },
+      [this](const Req& r, Resp* out) {
+        absl::StatusOr<std::vector<engine::AdmitInput>> items =
+            BatchInputs<engine::AdmitInput>(r, MaxBatchSize());
+        if (!items.ok()) return rpc::ToGrpcStatus(items.status());
+        return AnswerBatch(client_->AdmitBatch(*items), client_->clock().Now(),
+                           out);
+      });
+}
+
+grpc::ServerUnaryReactor* AgentService::ReportBatch(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  using Req = v1::ReportBatchRequest;
+  using Resp = v1::ReportBatchResponse;
+  return Serve<Req, Resp>(
+      ctx, req, resp,
+      [](const Req&, Resp*) -> std::optional<grpc::Status> {
+        return std::nullopt;
+      },
+      [this](const Req& r, Resp* out) {
+        absl::StatusOr<std::vector<engine::ReportInput>> items =
+            BatchInputs<engine::ReportInput>(r, MaxBatchSize());
+        if (!items.ok()) return rpc::ToGrpcStatus(items.status());
+        return AnswerBatch(client_->ReportBatch(*items),
+                           client_->clock().Now(), out);
+      });
+}
+
+grpc::ServerUnaryReactor* AgentService::GetEndpoint(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer*,
+    grpc::ByteBuffer*) {
+  return NotHere(ctx);
+}
+
+grpc::ServerUnaryReactor* AgentService::ListEndpoints(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer*,
+    grpc::ByteBuffer*) {
+  return NotHere(ctx);
+}
+
+}  // namespace stagger::agent

@@ -1,0 +1,79 @@
+// AgentService: stagger.v1.RetryCoordinator as stagger-agent serves it to
+// the workers of its node. Every method is registered raw and parsed,
+// converted and checked exactly as staggerd does (core/rpc/raw_unary.h,
+// core/wire/wire.h, the engine's checks), so a worker in any language gets
+// staggerd's API, validation and errors from its agent.
+//
+// Decisions come from one CoordinatorClient with leases on:
+//   * under a lease (a first attempt, a success on a clear endpoint) the
+//     call is answered inline, on gRPC's callback thread;
+//   * everything else goes to the WorkPool, whose threads ask the key's
+//     coordinator replica (or decide by the client's fallback when none
+//     answers) and then finish the call. A full pool answers UNAVAILABLE at
+//     once (the worker's library falls back).
+//   * GetEndpoint and ListEndpoints answer UNIMPLEMENTED, naming where to
+//     ask: the agent serves decisions; inspection is the coordinators'.
+// Thread-safe. `client` and `pool` must outlive the service.
+#ifndef STAGGER_AGENT_AGENT_SERVICE_H_
+#define STAGGER_AGENT_AGENT_SERVICE_H_
+
+#include "agent/work_pool.h"
+#include "client/coordinator_client.h"
+#include "grpcpp/grpcpp.h"
+#include "stagger/v1/coordinator.grpc.pb.h"
+
+namespace stagger::agent {
+
+using RawService = v1::RetryCoordinator::WithRawCallbackMethod_Admit<
+    v1::RetryCoordinator::WithRawCallbackMethod_Report<
+        v1::RetryCoordinator::WithRawCallbackMethod_AdmitBatch<
+            v1::RetryCoordinator::WithRawCallbackMethod_ReportBatch<
+                v1::RetryCoordinator::WithRawCallbackMethod_GetEndpoint<
+                    v1::RetryCoordinator::WithRawCallbackMethod_ListEndpoints<
+                        v1::RetryCoordinator::Service>>>>>>;
+
+class AgentService final : public RawService {
+ public:
+  AgentService(client::CoordinatorClient* client, WorkPool* pool);
+
+  grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* req,
+                                   grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* AdmitBatch(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ReportBatch(grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* GetEndpoint(grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ListEndpoints(grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* req,
+                                          grpc::ByteBuffer* resp) override;
+
+ private:
+  // Parses `req`; if inline(request, &response) answers, finishes now;
+  // otherwise runs pooled(request, &response) on the pool and finishes
+  // then.
+  template <typename Request, typename Response, typename Inline,
+            typename Pooled>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
+                                  const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp, Inline try_inline,
+                                  Pooled pooled);
+
+  int MaxBatchSize() const {
+    return client_->options().local_policy.limits.max_batch_size;
+  }
+
+  client::CoordinatorClient* const client_;
+  WorkPool* const pool_;
+};
+
+}  // namespace stagger::agent
+
+#endif  // STAGGER_AGENT_AGENT_SERVICE_H_

@@ -1,0 +1,154 @@
+// stagger-agent: the Stagger coordinator's API on a node (or as a sidecar),
+// for workers in any language. It serves stagger.v1.RetryCoordinator on
+// --listen (agent_service.h) and answers what it may under the
+// coordinators' leases itself, asking them for the rest over one
+// CoordinatorClient (client/coordinator_client.h, leases on): healthy
+// deliveries cost the coordinators nothing but a count every flush, and
+// workers get sharding and the fail-open fallback without a library.
+//
+// Start-up order: flags (exit 2 on a bad one, naming it), the client, the
+// gRPC server on --listen (exit 1 if it cannot listen), /metrics, then the
+// "listening on" line. SIGTERM/SIGINT: stop taking calls, let those in
+// flight finish (--drain_timeout), send the last counts, exit 0.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "agent/agent_flags.h"
+#include "agent/agent_service.h"
+#include "agent/work_pool.h"
+#include "client/coordinator_client.h"
+#include "core/cli/signals.h"
+#include "core/cli/usage.h"
+#include "core/metrics/metrics_exposer.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace stagger::agent {
+namespace {
+
+constexpr int kExitClean = 0;
+constexpr int kExitStartupFailure = 1;
+constexpr int kExitBadFlag = 2;
+
+void Log(absl::string_view line) {
+  std::fprintf(stderr, "stagger-agent: %.*s\n", static_cast<int>(line.size()),
+               line.data());
+  std::fflush(stderr);
+}
+
+// The client's option names as the agent's flags.
+std::string AsFlags(absl::string_view message) {
+  return absl::StrReplaceAll(
+      absl::StrCat("\n", message),
+      {{"\ntarget: ", "\n--coordinator: "},
+       {"\nlease_flush_interval: ", "\n--flush_interval: "},
+       {"\nlease_holder_id: ", "\n--agent_id: "},
+       {"\ncall_deadline: ", "\n--call_deadline: "},
+       {"\nrecheck_interval: ", "\n--recheck_interval: "},
+       {"\nlocal_policy.", "\n--config: "}}).substr(1);
+}
+
+std::string UsageMessage() {
+  return absl::StrCat(
+      "stagger-agent: the Stagger coordinator's API for the workers of a "
+      "node, on --listen; first attempts and successes on healthy endpoints "
+      "are answered here under the coordinators' leases, the rest by the "
+      "coordinators (--coordinator), or by the fallback when none answers. "
+      "SIGTERM/SIGINT: finish the calls in flight and exit ", kExitClean,
+      ". Exit codes: ", kExitClean, " clean shutdown, ", kExitStartupFailure,
+      " start-up failure, ", kExitBadFlag, " bad flag.");
+}
+
+std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
+                                          AgentService* service, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server != nullptr) {
+    server->GetHealthCheckService()->SetServingStatus(true);
+  }
+  return server;
+}
+
+int Run() {
+  absl::StatusOr<AgentFlags> flags = ReadAgentFlags();
+  if (!flags.ok()) {
+    Log(absl::StrCat("refusing to start:\n", flags.status().message()));
+    return kExitBadFlag;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      client::MakeChannelCredentials(flags->tls);
+  if (!creds.ok()) {
+    Log(absl::StrCat("refusing to start: ", creds.status().message()));
+    return kExitBadFlag;
+  }
+  flags->client.credentials = *creds;
+  flags->client.tls_server_name = flags->tls.server_name;
+  absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
+      client::CoordinatorClient::Create(flags->client);
+  if (!client.ok()) {
+    Log(absl::StrCat("refusing to start:\n", AsFlags(client.status().message())));
+    return kExitBadFlag;
+  }
+  WorkPool pool(flags->threads, flags->max_queued_calls);
+  AgentService service(client->get(), &pool);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server =
+      StartServer(flags->listen, &service, &port);
+  if (server == nullptr) {
+    Log(absl::StrCat("cannot listen on --listen ", flags->listen,
+                     " (its folder missing, or the port taken?)"));
+    return kExitStartupFailure;
+  }
+  std::unique_ptr<metrics::MetricsExposer> exposer;
+  if (!flags->metrics_address.empty()) {
+    auto started = metrics::MetricsExposer::Start(
+        flags->metrics_address, (*client)->metrics_registry(), nullptr);
+    if (!started.ok()) {
+      Log(absl::StrCat("cannot serve metrics: ", started.status().message()));
+      return kExitStartupFailure;
+    }
+    exposer = *std::move(started);
+  }
+  Log(absl::StrCat(
+      "listening on ",
+      absl::StartsWith(flags->listen, "unix:")
+          ? flags->listen
+          : absl::StrCat(flags->listen.substr(0, flags->listen.rfind(':')),
+                         ":", port),
+      " (coordinator ", flags->client.target, ", leases ",
+      flags->client.leases ? "on" : "off",
+      exposer ? absl::StrCat(", metrics on port ", exposer->port())
+              : std::string(", metrics disabled"),
+      ")"));
+
+  const int sig = cli::WaitForShutdownSignal(nullptr);
+  Log(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   ": finishing calls in flight"));
+  server->GetHealthCheckService()->SetServingStatus(false);
+  server->Shutdown(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(flags->drain_timeout));
+  server->Wait();
+  Log("drained, exiting");
+  return kExitClean;
+}
+
+}  // namespace
+}  // namespace stagger::agent
+
+int main(int argc, char** argv) {
+  stagger::cli::BlockHandledSignals();  // before any thread exists
+  stagger::cli::InstallUsage(stagger::agent::UsageMessage(), "agent");
+  absl::ParseCommandLine(argc, argv);
+  return stagger::agent::Run();
+}

@@ -1,0 +1,76 @@
+// RawUnary: how Stagger's services answer a unary call whose method is
+// registered raw (request and response as bytes), so that bytes that are
+// not a valid message are answered INVALID_ARGUMENT naming the message type
+// (with typed callback methods gRPC 1.51 answers them UNIMPLEMENTED with an
+// empty message, which tells a client author nothing). staggerd's
+// coordinator service and stagger-agent serve stagger.v1.RetryCoordinator
+// through it, so a worker gets the same errors from both.
+//
+// ServeRaw parses `req` into a Request on one protobuf arena per call, runs
+// logic(request, &response) -> grpc::Status, serializes the response if
+// OK, and finishes the call inline. Stateless; thread-safe.
+#ifndef STAGGER_CORE_RPC_RAW_UNARY_H_
+#define STAGGER_CORE_RPC_RAW_UNARY_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/arena.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace stagger::rpc {
+
+// absl -> gRPC status, same code and message.
+inline grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+// INVALID_ARGUMENT "request: N bytes that are not a valid <type> (...)".
+grpc::Status UnparsableRequest(size_t bytes, absl::string_view type);
+
+// One arena per call: a unary call fits in its first block, a batch of 100
+// in a few.
+google::protobuf::ArenaOptions CallArenaOptions();
+
+// False if `bytes` are not a valid `Request`.
+template <typename Request>
+bool ParseRequest(const grpc::ByteBuffer& bytes, Request* req) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes it
+  grpc::ProtoBufferReader reader(&copy);
+  return req->ParseFromZeroCopyStream(&reader) && reader.status().ok();
+}
+
+inline grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx,
+                                            const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+template <typename Request, typename Response, typename Logic>
+grpc::ServerUnaryReactor* ServeRaw(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* req,
+                                   grpc::ByteBuffer* resp, Logic logic) {
+  google::protobuf::Arena arena(CallArenaOptions());
+  Request* request = google::protobuf::Arena::CreateMessage<Request>(&arena);
+  if (!ParseRequest(*req, request)) {
+    return FinishWith(ctx, UnparsableRequest(req->Length(),
+                                             Request::descriptor()->full_name()));
+  }
+  Response* response = google::protobuf::Arena::CreateMessage<Response>(&arena);
+  grpc::Status status = logic(*request, response);
+  if (status.ok()) {
+    bool own_buffer = false;
+    status = grpc::SerializationTraits<Response>::Serialize(*response, resp,
+                                                            &own_buffer);
+  }
+  return FinishWith(ctx, status);
+}
+
+}  // namespace stagger::rpc
+
+#endif  // STAGGER_CORE_RPC_RAW_UNARY_H_
