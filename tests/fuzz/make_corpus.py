@@ -23,16 +23,16 @@ def write(target, name, data):
         f.write(data)
 
 
-def encode(message, text):
+def encode(message, text, proto="stagger/v1/coordinator.proto"):
     return subprocess.run(
         ["protoc", "-I", os.path.join(ROOT, "proto"), "-I", "/usr/include",
-         "--encode=stagger.v1." + message, "stagger/v1/coordinator.proto"],
+         "--encode=stagger.v1." + message, proto],
         input=text.encode(), stdout=subprocess.PIPE, check=True).stdout
 
 
 def config_loader():
     sources = {
-        "tests/config/testdata": None,
+        "tests/core/config/testdata": None,
         "tests/e2e/testdata": None,
         "deploy/k8s/base": "config.textproto",
         "deploy/k8s/overlays/example": "config.textproto",
@@ -135,8 +135,36 @@ def retry_after():
               struct.pack("<BQiQ", mode, NOW, 200, NOW + 90 * mode))
 
 
+def sync():
+    up = lambda text: encode("SyncUp", text, "stagger/v1/sync.proto")
+    down = lambda text: encode("SyncDown", text, "stagger/v1/sync.proto")
+    hello = 'hello { agent_id: "a" incarnation: 1 } '
+    counts = lambda seq, ep: (
+        'counts { seq: %d endpoints { endpoint: "%s" buckets { start %s '
+        'first_attempts: 40 successes: 39 } } } ' % (seq, ep, ts(0)))
+    # Past learning mode (2 s), ask, count, count again (re-sent), fail.
+    write("sync", "grant_count_fail",
+          record(0, 210, up(hello + 'lease_asks: "a" lease_asks: "b"'))
+          + record(0, 10, up(counts(1, "a")))
+          + record(0, 10, up(counts(1, "a")))
+          + record(2, 1, b"a") + record(2, 1, b"a")
+          + record(1, 1, up('lease_asks: "a"'))
+          + record(4, 300, b""))
+    write("sync", "revoke_ack", record(0, 210, up('lease_asks: "x"'))
+          + record(2, 1, b"x") + record(0, 1, up(
+              'lease_acks { endpoint: "x" epoch: 99999999999999 }')))
+    write("sync", "down_grant_revoke", record(3, 0, down(
+        'grants { endpoint: "e" epoch: 5 ttl { seconds: 5 } allowance: 3 '
+        'initial_jitter { nanos: 100000000 } } '
+        'revokes { endpoint: "f" epoch: 9 }')) + record(3, 5, down(
+        'revokes { endpoint: "e" epoch: 5 }')))
+    write("sync", "bad_counts", record(0, 0, up('counts { seq: 0 }'))
+          + record(1, 0, up('counts { seq: 3 endpoints { endpoint: "" } }')))
+
+
 if __name__ == "__main__":
     config_loader()
     service()
     engine_ops()
     retry_after()
+    sync()

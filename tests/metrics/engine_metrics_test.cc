@@ -13,7 +13,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/random.h"
-#include "server/metrics/metrics_exposer.h"
+#include "core/metrics/metrics_exposer.h"
 #include "server/metrics/server_metrics.h"
 #include "tests/metrics/http_get.h"
 #include "tests/metrics/prom_text.h"
@@ -168,7 +168,8 @@ TEST_F(EngineMetricsTest, EvictionsAreACounterNotDoubleCountedByRefreshes) {
 }
 
 TEST_F(EngineMetricsTest, ExposerRefreshesEngineGaugesOnEveryScrape) {
-  auto exposer = MetricsExposer::Start("127.0.0.1:0", registry_, &metrics_);
+  auto exposer = MetricsExposer::Start(
+      "127.0.0.1:0", registry_, [this] { metrics_.RefreshEngineStats(); });
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   const int port = (*exposer)->port();
 

@@ -1,0 +1,280 @@
+"""stagger-agent with real binaries: staggerd, agents on Unix sockets, and
+workers in C++ (the client library, agent_worker) and Python (the
+generated stubs). What the leases issue promises:
+
+  * healthy deliveries are answered by the agents, not the coordinator,
+    and their counts reach it;
+  * a failure that opens an endpoint's breaker revokes every agent's lease
+    on it: their next first attempts are the coordinator's to answer;
+  * bad input gets the same answer from an agent as from staggerd;
+  * a coordinator killed -9 leaves the agent answering (its fallback), and
+    the agent reconnects when it is back;
+  * an agent killed -9 leaves a worker's library deciding by fallback, and
+    it comes back with the agent.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from agent_harness import (Agent, Staggerd, free_port, log, metric_sum,
+                           poll_until)
+from stagger.v1 import coordinator_pb2 as pb, coordinator_pb2_grpc as rpc
+
+STAGGERD = os.environ["STAGGERD"]
+AGENT = os.environ["STAGGER_AGENT"]
+WORKER = os.environ["AGENT_WORKER"]
+VECTORS = os.environ["STAGGER_VECTORS"]
+TIMEOUT = 10.0  # per call: a loaded CI machine
+# Leases granted one ttl after staggerd starts: short, so tests wait little.
+LEASE_TTL = ["--lease_ttl=1s"]
+
+
+@pytest.fixture
+def procs():
+    started = []
+
+    def keep(p):
+        started.append(p)
+        return p
+    yield keep
+    for p in reversed(started):
+        p.kill()
+
+
+def sockdir():
+    return tempfile.mkdtemp(prefix="stagger-agent-")
+
+
+def stub(target):
+    return rpc.RetryCoordinatorStub(grpc.insecure_channel(target))
+
+
+def deliver(s, endpoint, n):
+    """n deliveries to `endpoint` through stub `s`: Admit(1), then a SUCCESS
+    report echoing the admission token. The verdicts seen."""
+    seen = []
+    for _ in range(n):
+        d = s.Admit(pb.AdmitRequest(endpoint=endpoint, attempt=1),
+                    timeout=TIMEOUT).decision
+        seen.append(d.verdict)
+        if d.verdict == pb.PROCEED:
+            r = s.Report(pb.ReportRequest(endpoint=endpoint, attempt=1,
+                                          outcome=pb.SUCCESS,
+                                          admission=d.admission),
+                         timeout=TIMEOUT).decision
+            seen.append(r.verdict)
+    return seen
+
+
+def wait_for_lease(agent, s, endpoint):
+    def leased():
+        deliver(s, endpoint, 1)
+        return metric_sum(agent.scrape(),
+                          "stagger_client_lease_decisions_total") > 0
+    poll_until("a lease on " + endpoint, leased)
+
+
+def test_workers_in_two_languages_through_three_agents(procs):
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL))
+    d = sockdir()
+    agents = [procs(Agent(AGENT, os.path.join(d, "a%d.sock" % i), sd.target))
+              for i in range(3)]
+    # The Python workers: 10 endpoints each, on agents 1 and 2.
+    results = {}
+
+    def python_worker(i):
+        s = stub(agents[i].target)
+        seen = []
+        for k in range(300):
+            seen += deliver(s, "https://shared.example/%d" % (k % 10), 1)
+        results[i] = seen
+    threads = [threading.Thread(target=python_worker, args=(i,))
+               for i in (1, 2)]
+    for t in threads:
+        t.start()
+    cpp = subprocess.run(
+        [WORKER, "--target=" + agents[0].target, "--deliveries=300",
+         "--endpoints=10", "--endpoint_prefix=https://shared.example/"],
+        capture_output=True, text=True, timeout=300)
+    for t in threads:
+        t.join()
+    log("C++ worker:", cpp.stdout.strip(), cpp.stderr.strip())
+    assert cpp.returncode == 0
+    assert json.loads(cpp.stdout)["succeeded"] == 300
+    for i in (1, 2):
+        assert results[i].count(pb.PROCEED) == 300, results[i][:20]
+        assert results[i].count(pb.DONE) == 300
+    # 900 deliveries, 1800 calls: the coordinator answered few of them.
+    calls = 1800
+    coordinator = metric_sum(sd.scrape(), "stagger_decisions_total")
+    local = sum(metric_sum(a.scrape(), "stagger_client_lease_decisions_total")
+                for a in agents)
+    log("calls %d: coordinator %d, under leases %d" % (calls, coordinator,
+                                                       local))
+    assert coordinator + local == calls
+    assert local >= 0.5 * calls
+    # What was answered locally reached the coordinator as counts.
+    assert metric_sum(sd.scrape(), "stagger_sync_messages_total") > 0
+    poll_until("the last counts", lambda: all(
+        metric_sum(a.scrape(), "stagger_client_sync_flushes_total") > 0
+        for a in agents))
+
+
+def test_counts_of_local_answers_fund_the_coordinators_budget(procs):
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL))
+    agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target))
+    s = stub(agent.target)
+    ep = "https://counted.example"
+    wait_for_lease(agent, s, ep)
+    deliver(s, ep, 1000)
+    # 0.2 retries per first attempt over the budget's 10 s window: past the
+    # floor of 100 once the agent's counts are applied.
+    direct = stub(sd.target)
+    poll_until("counts applied", lambda: direct.GetEndpoint(
+        pb.GetEndpointRequest(endpoint=ep),
+        timeout=TIMEOUT).state.budget_remaining > 150)
+
+
+def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
+    config = tmp_path / "config.textproto"
+    config.write_text("default_policy { breaker { consecutive_failures: 3 "
+                      "open_base { seconds: 600 } open_max { seconds: 600 } } }\n")
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + ["--config=%s" % config]))
+    d = sockdir()
+    a, b = (procs(Agent(AGENT, os.path.join(d, n), sd.target))
+            for n in ("a.sock", "b.sock"))
+    sa, sb = stub(a.target), stub(b.target)
+    ep = "https://failing.example"
+    wait_for_lease(a, sa, ep)
+    wait_for_lease(b, sb, ep)
+    for _ in range(3):
+        sa.Report(pb.ReportRequest(endpoint=ep, attempt=1,
+                                   outcome=pb.RETRYABLE_FAILURE),
+                  timeout=TIMEOUT)
+    # B was told at once; its first attempts are the coordinator's again.
+    poll_until("B's lease revoked", lambda: sb.Admit(
+        pb.AdmitRequest(endpoint=ep, attempt=1),
+        timeout=TIMEOUT).decision.reason == pb.CIRCUIT_OPEN, timeout=5)
+    for _ in range(20):
+        dec = sb.Admit(pb.AdmitRequest(endpoint=ep, attempt=1),
+                       timeout=TIMEOUT).decision
+        assert (dec.verdict, dec.reason) == (pb.DEFER, pb.CIRCUIT_OPEN)
+    assert metric_sum(sd.scrape(), "stagger_lease_revocations_total") >= 2
+
+
+def load_validation():
+    with open(VECTORS, encoding="utf-8") as f:
+        return json.load(f)["validation"]
+
+
+def expand(v):
+    if isinstance(v, dict):
+        if "repeat" in v:
+            return (v.get("prefix", "") + v["repeat"] * v["times"] +
+                    v.get("suffix", ""))
+        return {k: expand(x) for k, x in v.items()}
+    return v
+
+
+def answer(s, call, request):
+    try:
+        fn = s.Admit if call == "Admit" else s.Report
+        msg = pb.AdmitRequest() if call == "Admit" else pb.ReportRequest()
+        json_format.ParseDict(expand(request), msg)
+        fn(msg, timeout=TIMEOUT)
+        return ("OK", "")
+    except grpc.RpcError as e:
+        return (e.code().name, e.details())
+
+
+def raw_answer(target, method, payload):
+    channel = grpc.insecure_channel(target)
+    call = channel.unary_unary("/stagger.v1.RetryCoordinator/" + method,
+                               request_serializer=None,
+                               response_deserializer=None)
+    try:
+        call(payload, timeout=TIMEOUT)
+        return ("OK", "")
+    except grpc.RpcError as e:
+        return (e.code().name, e.details())
+
+
+def test_bad_input_gets_the_same_answer_from_an_agent_as_from_staggerd(procs):
+    sd = procs(Staggerd(STAGGERD))
+    agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target))
+    direct, via = stub(sd.target), stub(agent.target)
+    vectors = load_validation()
+    assert len(vectors) >= 20
+    for v in vectors:
+        want = answer(direct, v["call"], v["request"])
+        assert want == ("INVALID_ARGUMENT", v["error"]), v["name"]
+        assert answer(via, v["call"], v["request"]) == want, v["name"]
+    for method in ("Admit", "Report", "AdmitBatch", "ReportBatch"):
+        want = raw_answer(sd.target, method, b"\xff\xff\xff")
+        assert want[0] == "INVALID_ARGUMENT"
+        assert raw_answer(agent.target, method, b"\xff\xff\xff") == want
+    # A batch over the limit, and a bad item: the same words.
+    big = pb.AdmitBatchRequest(items=[pb.AdmitRequest(endpoint="x", attempt=1)
+                                      for _ in range(1001)])
+    bad = pb.AdmitBatchRequest(items=[pb.AdmitRequest(endpoint="x", attempt=1),
+                                      pb.AdmitRequest(endpoint="", attempt=1)])
+    for req in (big, bad):
+        got = []
+        for s in (direct, via):
+            try:
+                s.AdmitBatch(req, timeout=TIMEOUT)
+                got.append("OK")
+            except grpc.RpcError as e:
+                got.append((e.code().name, e.details()))
+        assert got[0] == got[1] and got[0] != "OK", got
+
+
+def test_a_coordinator_killed_leaves_the_agent_answering(procs):
+    port = free_port()
+    sd = procs(Staggerd(STAGGERD, port=port, extra=LEASE_TTL))
+    agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target,
+                        extra=["--recheck_interval=200ms"]))
+    s = stub(agent.target)
+    ep = "https://through-a-restart.example"
+    wait_for_lease(agent, s, ep)
+    sd.kill()
+    # Every call is answered: under the lease while it lasts, then by the
+    # agent's fallback; never an error.
+    seen = deliver(s, ep, 200) + deliver(s, "https://new.example", 50)
+    assert seen.count(pb.PROCEED) == 250 and seen.count(pb.DONE) == 250
+    assert metric_sum(agent.scrape(),
+                      "stagger_client_fallback_decisions_total") > 0
+    sd2 = procs(Staggerd(STAGGERD, port=port, extra=LEASE_TTL))
+    poll_until("the lease stream back", lambda: agent.scrape().get(
+        "stagger_client_sync_streams_up") == 1.0)
+    before = metric_sum(agent.scrape(), "stagger_client_lease_decisions_total")
+    poll_until("a lease from the new staggerd", lambda: (
+        deliver(s, ep, 1) and metric_sum(
+            agent.scrape(), "stagger_client_lease_decisions_total") > before))
+    assert metric_sum(sd2.scrape(), "stagger_lease_grants_total") >= 1
+
+
+def test_an_agent_killed_leaves_the_workers_library_deciding(procs):
+    from stagger import CoordinatorClient, Source
+    sd = procs(Staggerd(STAGGERD))
+    path = os.path.join(sockdir(), "a.sock")
+    agent = procs(Agent(AGENT, path, sd.target))
+    c = CoordinatorClient("unix:" + path, call_deadline=TIMEOUT,
+                          recheck_interval=0.2)
+    try:
+        assert c.admit("https://x.example").source is Source.COORDINATOR
+        agent.kill()
+        d = c.admit("https://x.example")
+        assert d.source is Source.LOCAL and d.verdict.name == "PROCEED"
+        procs(Agent(AGENT, path, sd.target))
+        poll_until("the agent back", lambda: c.admit(
+            "https://x.example").source is Source.COORDINATOR)
+    finally:
+        c.close()
