@@ -252,6 +252,18 @@ INSTANTIATE_TEST_SUITE_P(
         R"({"overrides": {"prefix": "a"}})",
         R"({"limits": {"idleEviction": {"seconds": 5}}})"));
 
+// The scanner refuses a \u escape of a lone surrogate (it needs decoded
+// keys and values); protobuf's parser refused those documents already.
+TEST(StrictnessTest, LoneSurrogatesWereRefusedByProtobufToo) {
+  for (const std::string json :
+       {R"({"overrides": [{"prefix": "a\uD834"}]})",
+        R"({"overrides": [{"prefix": "\uDD1Ea"}]})",
+        R"({"overrides": [{"glob": "\uD834\u0041"}]})"}) {
+    EXPECT_TRUE(ScanJson(json).error.has_value()) << json;
+    EXPECT_FALSE(Protobuf(json).ok()) << json;
+  }
+}
+
 // --- ParseJsonMessage: the steps, and protobuf's text left unread ---------
 
 // A decoder that counts its calls and fails with `message`.
