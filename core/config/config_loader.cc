@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <string>
@@ -14,19 +13,16 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/stubs/stringpiece.h"
 #include "google/protobuf/text_format.h"
-#include "google/protobuf/util/json_util.h"
 #include "core/wire/wire.h"
-#include "core/config/json_scanner.h"
+#include "core/config/json_config.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/validation_errors.h"
 
@@ -42,10 +38,7 @@ namespace pb = ::stagger::v1::config;
 
 // One error: where it is in the text ({0, 0} if not known) and the field it
 // is about (an empty path for a plain syntax error).
-struct ConfigError {
-  TextPosition at;
-  engine::FieldError error;
-};
+using ConfigError = LocatedError;
 
 ConfigError SyntaxError(TextPosition at, std::string message) {
   return {at, engine::FieldError{{}, std::move(message)}};
@@ -106,82 +99,15 @@ absl::StatusOr<pb::Config> ParseTextproto(absl::string_view text,
 }
 
 // ---------------------------------------------------------------------------
-// JSON.
-
-// A field path as the protobuf JSON parser writes it, in components:
-// "overrides[1].policy" -> {"overrides", "[1]", "policy"}; the root, "",
-// -> {"(root)"}.
-std::vector<std::string> PathComponents(absl::string_view path) {
-  if (path.empty()) return {"(root)"};
-  std::vector<std::string> out;
-  for (absl::string_view part : absl::StrSplit(path, '.')) {
-    const size_t bracket = std::min(part.find('['), part.size());
-    if (bracket > 0) out.emplace_back(part.substr(0, bracket));
-    for (absl::string_view index :
-         absl::StrSplit(part.substr(bracket), '[', absl::SkipEmpty())) {
-      out.push_back(absl::StrCat("[", index));
-    }
-  }
-  return out;
-}
-
-// Turns an error of the protobuf JSON parser into a located one. Its
-// messages look like "(default_policy.backoff) bse: Cannot find field.",
-// "(limits.max_endpoints): invalid value 1e+20 for type TYPE_INT64" or,
-// at the root, "foo: Cannot find field.". This is the one place the loader
-// reads error text: protobuf gives nothing else.
-ConfigError LocateJsonError(absl::string_view message, const JsonScan& scan) {
-  // Only the first line: some messages append an excerpt of the input.
-  message = message.substr(0, message.find('\n'));
-  std::string path;
-  std::string rest;
-  bool have_path = false;
-  if (absl::StartsWith(message, "(")) {
-    const size_t close = message.find(')');
-    if (close != absl::string_view::npos) {
-      path = std::string(message.substr(1, close - 1));
-      absl::string_view after = message.substr(close + 1);
-      if (absl::ConsumePrefix(&after, ": ")) {
-        rest = std::string(after);
-        have_path = true;
-      } else if (absl::ConsumePrefix(&after, " ")) {
-        // "key: message" below `path`.
-        const size_t colon = after.find(": ");
-        if (colon != absl::string_view::npos) {
-          absl::StrAppend(&path, path.empty() ? "" : ".",
-                          JsonKeyToProtoName(after.substr(0, colon)));
-          rest = std::string(after.substr(colon + 2));
-          have_path = true;
-        }
-      }
-    }
-  } else if (absl::EndsWith(message, ": Cannot find field.")) {
-    path = JsonKeyToProtoName(message.substr(0, message.find(": ")));
-    rest = "Cannot find field.";
-    have_path = true;
-  }
-  if (!have_path) return SyntaxError({}, std::string(message));
-  if (rest == "Cannot find field.") rest = "unknown field";
-  return {scan.Find(path), engine::FieldError{PathComponents(path), rest}};
-}
+// JSON: strict syntax, the fields against config.proto's descriptor, then
+// protobuf's parser, whose error text is passed through unread
+// (json_config.h).
 
 absl::StatusOr<pb::Config> ParseJson(absl::string_view text,
                                      absl::string_view file) {
-  const JsonScan scan = ScanJson(text);
-  if (scan.error.has_value()) {
-    return ErrorsToStatus({SyntaxError(scan.error->at, scan.error->message)},
-                          file);
-  }
   pb::Config config;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  const auto status = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(text.data(), text.size()), &config,
-      options);
-  if (!status.ok()) {
-    return ErrorsToStatus(
-        {LocateJsonError(std::string(status.message()), scan)}, file);
-  }
+  const std::vector<ConfigError> errors = ParseJsonMessage(text, &config);
+  if (!errors.empty()) return ErrorsToStatus(errors, file);
   return config;
 }
 

@@ -2,11 +2,25 @@
 // engine::EngineConfig, with every error reported where it is.
 //
 // Contract:
-//  - Parse errors carry a 1-based "line:column" (column counted in bytes).
-//    Unknown fields are errors in both formats. For JSON the input is first
-//    checked as strict RFC 8259 JSON (json_scanner.h: no trailing commas,
-//    no duplicate keys, no comments, valid UTF-8, nesting limited); a field
-//    error from the protobuf JSON parser is located at the key it is about.
+//  - Parse errors carry a 1-based "line:column" (column counted in bytes)
+//    wherever the text has one. Unknown fields are errors in both formats.
+//    Textproto: protobuf's text parser hands every error over with its line
+//    and column (an ErrorCollector); its message is used as it is.
+//    JSON (json_config.h): the text is checked as strict RFC 8259 JSON
+//    (json_scanner.h: no trailing commas, no duplicate keys, no comments,
+//    valid UTF-8, nesting limited), then every key and value against
+//    config.proto's descriptor (unknown fields, values of the wrong kind,
+//    integer ranges, enum names, durations, two fields of a oneof), each
+//    error at its line:column with its field path; only then does
+//    protobuf's JSON parser build the message. An error it still finds
+//    (say, a number in a string that is not one) is passed through
+//    verbatim, after "protobuf JSON parser: ", with no position.
+//    Why not locate that one too: protobuf's JSON parser gives the field
+//    path only inside its error TEXT, and no position; reading that text
+//    (as this loader once did) breaks when a protobuf release rewords it.
+//    Checking the fields against the descriptor ourselves places the
+//    mistakes people make exactly, as textproto does, and reads no error
+//    text.
 //  - Conversion applies the documented defaults (engine_config.h's default
 //    member values, from engine/config_ranges.h, which a test holds
 //    config.proto's comments to). In an override an unset field takes

@@ -1,9 +1,9 @@
 // JSON scanner; see json_scanner.h for the contract. A recursive-descent
-// reader of the RFC 8259 grammar that builds nothing but the path ->
-// position map.
+// reader of the RFC 8259 grammar that builds the tree of values.
 #include "core/config/json_scanner.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -46,13 +46,35 @@ size_t Utf8SequenceLength(absl::string_view s) {
   return n;
 }
 
+// Appends code point `cp` (at most U+10FFFF, not a surrogate) as UTF-8.
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+bool IsHighSurrogate(uint32_t u) { return u >= 0xD800 && u <= 0xDBFF; }
+bool IsLowSurrogate(uint32_t u) { return u >= 0xDC00 && u <= 0xDFFF; }
+
 class Scanner {
  public:
   explicit Scanner(absl::string_view text) : s_(text) {}
 
   JsonScan Run() && {
     SkipWhitespace();
-    if (Value("", 0)) {
+    if (Value(&result_.root, 0)) {
       SkipWhitespace();
       if (!AtEnd()) Fail("unexpected text after the JSON value");
     }
@@ -60,6 +82,8 @@ class Scanner {
   }
 
  private:
+  using Kind = JsonValue::Kind;
+
   TextPosition Here() const {
     return {line_, static_cast<int>(pos_ - line_start_) + 1};
   }
@@ -89,9 +113,11 @@ class Scanner {
     }
   }
 
-  // `open`: how many objects and arrays enclose this value.
-  bool Value(const std::string& path, int open) {
+  // A value at pos_ into *out. `open`: how many objects and arrays enclose
+  // it.
+  bool Value(JsonValue* out, int open) {
     if (AtEnd()) return Fail("unexpected end of input, expected a value");
+    out->at = Here();
     const char c = Peek();
     if ((c == '{' || c == '[') && open >= kMaxJsonDepth) {
       return Fail(absl::StrCat("JSON nested too deeply (more than ",
@@ -99,19 +125,28 @@ class Scanner {
     }
     switch (c) {
       case '{':
-        return Object(path, open + 1);
+        out->kind = Kind::kObject;
+        return Object(out, open + 1);
       case '[':
-        return Array(path, open + 1);
+        out->kind = Kind::kArray;
+        return Array(out, open + 1);
       case '"':
-        return String(nullptr);
+        out->kind = Kind::kString;
+        return String(&out->text);
       case 't':
+        out->kind = Kind::kTrue;
         return Literal("true");
       case 'f':
+        out->kind = Kind::kFalse;
         return Literal("false");
       case 'n':
+        out->kind = Kind::kNull;
         return Literal("null");
       default:
-        if (c == '-' || absl::ascii_isdigit(c)) return Number();
+        if (c == '-' || absl::ascii_isdigit(c)) {
+          out->kind = Kind::kNumber;
+          return Number(&out->text);
+        }
         return Fail(absl::StrCat("unexpected character '",
                                  absl::CEscape(absl::string_view(&c, 1)),
                                  "', expected a value"));
@@ -135,7 +170,7 @@ class Scanner {
     return true;
   }
 
-  bool Object(const std::string& path, int open) {
+  bool Object(JsonValue* out, int open) {
     Advance();  // '{'
     SkipWhitespace();
     if (PeekIs('}')) {
@@ -148,47 +183,44 @@ class Scanner {
       if (!PeekIs('"')) {
         return Fail("expected a string key (trailing commas are not JSON)");
       }
-      const TextPosition key_at = Here();
-      std::string key;
-      if (!String(&key)) return false;
-      std::string name = JsonKeyToProtoName(key);
-      if (!seen.insert(name).second) {
-        return FailAt(key_at, absl::StrCat("duplicate key \"", key, "\""));
+      JsonMember& member = out->members.emplace_back();
+      member.key_at = Here();
+      if (!String(&member.key)) return false;
+      if (!seen.insert(JsonKeyToProtoName(member.key)).second) {
+        return FailAt(member.key_at,
+                      absl::StrCat("duplicate key \"",
+                                   absl::Utf8SafeCEscape(member.key), "\""));
       }
-      std::string child = path.empty() ? name : absl::StrCat(path, ".", name);
-      result_.positions.emplace(child, key_at);
       SkipWhitespace();
       if (!PeekIs(':')) return Fail("expected ':' after the key");
       Advance();
       SkipWhitespace();
-      if (!Value(child, open) || !Separator('}', &more)) return false;
+      if (!Value(&member.value, open) || !Separator('}', &more)) return false;
     }
     return true;
   }
 
-  bool Array(const std::string& path, int open) {
+  bool Array(JsonValue* out, int open) {
     Advance();  // '['
     SkipWhitespace();
     if (PeekIs(']')) {
       Advance();
       return true;
     }
-    bool more = true;
-    for (int i = 0; more; ++i) {
+    for (bool more = true; more;) {
       SkipWhitespace();
-      std::string child = absl::StrCat(path, "[", i, "]");
-      result_.positions.emplace(child, Here());
       if (PeekIs(']')) {
         return Fail("expected a value (trailing commas are not JSON)");
       }
-      if (!Value(child, open) || !Separator(']', &more)) return false;
+      if (!Value(&out->elements.emplace_back(), open) ||
+          !Separator(']', &more)) {
+        return false;
+      }
     }
     return true;
   }
 
-  // A string at pos_ ('"'). `out`, if given, gets the content with simple
-  // escapes decoded (\u sequences are kept as written: keys are only used
-  // to locate errors).
+  // A string at pos_ ('"'); its content, escapes decoded, into *out.
   bool String(std::string* out) {
     Advance();  // '"'
     while (true) {
@@ -207,12 +239,12 @@ class Scanner {
       }
       const size_t n = Utf8SequenceLength(s_.substr(pos_));
       if (n == 0) return Fail("invalid UTF-8 in string");
-      if (out != nullptr) out->append(s_.data() + pos_, n);
+      out->append(s_.data() + pos_, n);
       for (size_t i = 0; i < n; ++i) Advance();
     }
   }
 
-  // An escape sequence at pos_ ('\\'), consumed whole.
+  // An escape sequence at pos_ ('\\'), consumed whole and decoded.
   bool Escape(std::string* out) {
     Advance();  // '\\'
     if (AtEnd()) return Fail("unterminated string");
@@ -221,30 +253,60 @@ class Scanner {
       case '"':
       case '\\':
       case '/':
-        if (out != nullptr) *out += e;
+        *out += e;
         break;
-      case 'b':
-      case 'f':
-      case 'n':
-      case 'r':
-      case 't':
-        if (out != nullptr) absl::StrAppend(out, "\\", std::string(1, e));
-        break;
+      case 'b': *out += '\b'; break;
+      case 'f': *out += '\f'; break;
+      case 'n': *out += '\n'; break;
+      case 'r': *out += '\r'; break;
+      case 't': *out += '\t'; break;
       case 'u':
-        if (out != nullptr) *out += "\\u";
-        for (int i = 0; i < 4; ++i) {
-          Advance();
-          if (AtEnd() || !absl::ascii_isxdigit(Peek())) {
-            return Fail("\\u must be followed by 4 hex digits");
-          }
-          if (out != nullptr) *out += Peek();
-        }
-        break;
+        return UnicodeEscape(out);
       default:
         return Fail(absl::StrCat("invalid escape '\\",
                                  absl::CEscape(std::string(1, e)), "'"));
     }
     Advance();
+    return true;
+  }
+
+  // The four hex digits after "\u" (pos_ at the 'u'), consumed.
+  bool Hex4(uint32_t* unit) {
+    *unit = 0;
+    for (int i = 0; i < 4; ++i) {
+      Advance();
+      if (AtEnd() || !absl::ascii_isxdigit(Peek())) {
+        return Fail("\\u must be followed by 4 hex digits");
+      }
+      const char h = absl::ascii_tolower(Peek());
+      *unit = *unit * 16 + (absl::ascii_isdigit(h) ? h - '0' : h - 'a' + 10);
+    }
+    Advance();
+    return true;
+  }
+
+  // "\uXXXX" (pos_ at the 'u'), or a surrogate pair "\uD8xx\uDCxx", as
+  // UTF-8. A surrogate alone is refused at its backslash.
+  bool UnicodeEscape(std::string* out) {
+    const TextPosition backslash{line_, Here().column - 1};
+    const auto lone = [&] {
+      return FailAt(backslash,
+                    "\\u escape of a lone UTF-16 surrogate (U+D800..U+DFFF "
+                    "only as a high-low pair)");
+    };
+    uint32_t unit;
+    if (!Hex4(&unit)) return false;
+    if (IsLowSurrogate(unit)) return lone();
+    if (!IsHighSurrogate(unit)) {
+      AppendUtf8(unit, out);
+      return true;
+    }
+    if (s_.substr(pos_, 2) != "\\u") return lone();
+    Advance();  // '\\'
+    uint32_t low;
+    if (!Hex4(&low)) return false;
+    if (!IsLowSurrogate(low)) return lone();
+    AppendUtf8(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00), out);
     return true;
   }
 
@@ -256,7 +318,9 @@ class Scanner {
     return true;
   }
 
-  bool Number() {
+  // A number at pos_, as written, into *out.
+  bool Number(std::string* out) {
+    const size_t start = pos_;
     if (Peek() == '-') Advance();
     if (AtEnd()) return Fail("expected a digit");
     if (Peek() == '0') {
@@ -276,6 +340,7 @@ class Scanner {
       if (PeekIs('+') || PeekIs('-')) Advance();
       if (!Digits()) return false;
     }
+    out->assign(s_.data() + start, pos_ - start);
     return true;
   }
 
@@ -299,11 +364,6 @@ class Scanner {
 };
 
 }  // namespace
-
-TextPosition JsonScan::Find(absl::string_view path) const {
-  auto it = positions.find(path);
-  return it == positions.end() ? TextPosition{} : it->second;
-}
 
 JsonScan ScanJson(absl::string_view text) { return Scanner(text).Run(); }
 

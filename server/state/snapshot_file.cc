@@ -5,43 +5,36 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "server/state/crc32c.h"
 
 namespace stagger::state {
 namespace {
 
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+
 constexpr absl::string_view kMagic("\x89STGSNAP", 8);
 constexpr absl::string_view kEndMagic("SNAP", 4);
 constexpr size_t kBufferBytes = size_t{1} << 20;
-// Snapshot's fields (snapshot.proto), as wire-format tags.
-constexpr uint32_t kWrittenField = 1;
-constexpr uint32_t kWriterField = 2;
-constexpr uint32_t kPausesField = 14;
-constexpr uint32_t kEndpointsField = 15;
-constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
+// Snapshot's fields (snapshot.proto).
+constexpr int kWrittenField = 1;
+constexpr int kWriterField = 2;
+constexpr int kPausesField = 14;
+constexpr int kEndpointsField = 15;
 
-void PutLe(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-uint64_t GetLe(absl::string_view in, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) {
-    v = (v << 8) | static_cast<unsigned char>(in[i]);
-  }
-  return v;
-}
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
+const uint8_t* Bytes(absl::string_view s) {
+  return reinterpret_cast<const uint8_t*>(s.data());
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }
@@ -61,75 +54,6 @@ bool PreadAll(int fd, char* buf, size_t n, int64_t offset) {
   }
   return true;
 }
-
-// Buffered reads of the payload [begin, end) of an open file.
-class PayloadReader {
- public:
-  PayloadReader(int fd, int64_t begin, int64_t end)
-      : fd_(fd), next_(begin), end_(end) {}
-
-  bool AtEnd() const { return pos_ == buf_.size() && next_ == end_; }
-  bool io_error() const { return io_error_; }
-
-  bool ReadVarint(uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      char c;
-      if (!ReadRaw(&c, 1)) return false;
-      *v |= uint64_t{static_cast<unsigned char>(c) & 0x7fu} << shift;
-      if ((static_cast<unsigned char>(c) & 0x80) == 0) return true;
-    }
-    return false;  // over 10 bytes: not a varint
-  }
-  bool ReadBytes(size_t n, std::string* out) {
-    out->resize(n);
-    return ReadRaw(out->data(), n);
-  }
-  bool Skip(uint64_t n) {
-    while (n > 0) {
-      if (pos_ == buf_.size() && !Fill()) return false;
-      const size_t step = std::min<uint64_t>(n, buf_.size() - pos_);
-      pos_ += step;
-      n -= step;
-    }
-    return true;
-  }
-
- private:
-  bool ReadRaw(char* out, size_t n) {
-    while (n > 0) {
-      if (pos_ == buf_.size() && !Fill()) return false;
-      const size_t step = std::min(n, buf_.size() - pos_);
-      std::memcpy(out, buf_.data() + pos_, step);
-      pos_ += step;
-      out += step;
-      n -= step;
-    }
-    return true;
-  }
-  bool Fill() {
-    if (next_ >= end_) return false;
-    const size_t n = static_cast<size_t>(
-        std::min<int64_t>(static_cast<int64_t>(kBufferBytes), end_ - next_));
-    buf_.resize(n);
-    if (!PreadAll(fd_, buf_.data(), n, next_)) {
-      io_error_ = true;
-      buf_.clear();
-      pos_ = 0;
-      return false;
-    }
-    next_ += static_cast<int64_t>(n);
-    pos_ = 0;
-    return true;
-  }
-
-  int fd_;
-  int64_t next_;
-  int64_t end_;
-  std::string buf_;
-  size_t pos_ = 0;
-  bool io_error_ = false;
-};
 
 class FdCloser {
  public:
@@ -173,7 +97,9 @@ std::optional<LoadResult> CheckFrame(int fd, int64_t size,
     return Outcome(LoadOutcome::kTruncated, path,
                    absl::StrCat(size, " bytes, shorter than the header"));
   }
-  const uint32_t version = static_cast<uint32_t>(GetLe(head.substr(8), 4));
+  uint32_t version;
+  CodedInputStream::ReadLittleEndian32FromArray(Bytes(head) + kMagic.size(),
+                                                &version);
   if (version != kSnapshotFormatVersion) {
     return Outcome(LoadOutcome::kIncompatibleVersion, path,
                    absl::StrCat("format version ", version, ", this staggerd "
@@ -195,8 +121,12 @@ std::optional<LoadResult> CheckFrame(int fd, int64_t size,
                    absl::StrCat(size, " bytes, no trailer at the end (the "
                                 "write did not finish)"));
   }
-  frame->payload_bytes = static_cast<int64_t>(GetLe(tail, 8));
-  frame->crc = static_cast<uint32_t>(GetLe(tail.substr(8), 4));
+  uint64_t payload_bytes;
+  CodedInputStream::ReadLittleEndian32FromArray(
+      CodedInputStream::ReadLittleEndian64FromArray(Bytes(tail),
+                                                    &payload_bytes),
+      &frame->crc);
+  frame->payload_bytes = static_cast<int64_t>(payload_bytes);
   if (frame->payload_bytes != size - framing) {
     return Outcome(LoadOutcome::kCorrupt, path,
                    absl::StrCat("the trailer gives ", frame->payload_bytes,
@@ -236,16 +166,16 @@ std::optional<LoadResult> CheckCrc(int fd, const Frame& frame,
 struct Delivery {
   const RecordSink* sink = nullptr;       // null: only check
   const PauseSink* pause_sink = nullptr;  // null: only check
+  std::string bytes;
   v1::state::Endpoint record;
   v1::state::Pause pause;
   int64_t records = 0;
   int64_t pauses = 0;
 
-  // One known length-delimited field of the Snapshot, read whole: the
-  // writer's name, a pause or an endpoint record, parsed and handed to its
-  // sink. An error text if it does not parse.
-  std::optional<std::string> Field(uint64_t field, const std::string& bytes,
-                                   LoadResult* result) {
+  // One known length-delimited field of the Snapshot, read whole into
+  // `bytes`: the writer's name, a pause or an endpoint record, parsed and
+  // handed to its sink. An error text if it does not parse.
+  std::optional<std::string> Field(int field, LoadResult* result) {
     if (field == kWriterField) {
       result->writer = bytes;
     } else if (field == kPausesField) {
@@ -261,57 +191,89 @@ struct Delivery {
   }
 };
 
-bool KnownLengthDelimited(uint64_t field) {
+bool KnownLengthDelimited(int field) {
   return field == kEndpointsField || field == kPausesField ||
          field == kWriterField;
 }
 
-// One pass over the payload's fields. With null sinks it only checks that
-// everything parses. Fills `result` (outcome kLoaded) or the failure.
-void ParsePayload(int fd, const Frame& frame, const std::string& path,
-                  const RecordSink* sink, const PauseSink* pause_sink,
-                  LoadResult* result) {
-  PayloadReader in(fd, kSnapshotHeaderBytes,
-                   kSnapshotHeaderBytes + frame.payload_bytes);
-  Delivery out;
-  out.sink = sink;
-  out.pause_sink = pause_sink;
-  std::string bytes;
-  auto fail = [&](const std::string& what) {
-    *result = in.io_error()
-                  ? Outcome(LoadOutcome::kUnreadable, path,
-                            absl::StrCat("read: ", ErrnoText(errno)))
-                  : Outcome(LoadOutcome::kCorrupt, path,
-                            absl::StrCat(what, " (record ", out.records, ")"));
-  };
-  while (!in.AtEnd()) {
-    uint64_t tag = 0, value = 0;
-    if (!in.ReadVarint(&tag)) return fail("bad field tag");
-    const int wire = static_cast<int>(tag & 7);
-    const uint64_t field = tag >> 3;
-    if (wire == kVarint) {
-      if (!in.ReadVarint(&value)) return fail("bad varint");
+// A length-delimited field after its tag: at most kMaxRecordBytes; a known
+// one is read whole and delivered, another skipped. An error text if not.
+std::optional<std::string> ReadLengthDelimited(CodedInputStream* in, int field,
+                                               Delivery* out,
+                                               LoadResult* result) {
+  uint64_t length;
+  if (!in->ReadVarint64(&length)) return "bad length";
+  if (length > kMaxRecordBytes) {
+    return absl::StrCat("a field of ", length, " bytes, over the ",
+                        kMaxRecordBytes, "-byte limit");
+  }
+  const int n = static_cast<int>(length);
+  if (!KnownLengthDelimited(field)) {
+    if (!in->Skip(n)) return "cut field";
+    return std::nullopt;
+  }
+  if (!in->ReadString(&out->bytes, n)) return "cut field";
+  return out->Field(field, result);
+}
+
+// One field of the Snapshot at `in`, its tag read: the time it was written
+// is kept, the writer, pauses and endpoints delivered, fields of a newer
+// writer skipped. An error text if it cannot be read.
+std::optional<std::string> ReadField(CodedInputStream* in, uint32_t tag,
+                                     Delivery* out, LoadResult* result) {
+  const int field = WireFormatLite::GetTagFieldNumber(tag);
+  switch (WireFormatLite::GetTagWireType(tag)) {
+    case WireFormatLite::WIRETYPE_VARINT: {
+      uint64_t value;
+      if (!in->ReadVarint64(&value)) return "bad varint";
       if (field == kWrittenField) {
         result->written_unix_nanos = static_cast<int64_t>(value);
       }
-    } else if (wire == kFixed64 || wire == kFixed32) {
-      if (!in.Skip(wire == kFixed64 ? 8 : 4)) return fail("cut field");
-    } else if (wire == kLengthDelimited) {
-      if (!in.ReadVarint(&value)) return fail("bad length");
-      if (value > kMaxRecordBytes) {
-        return fail(absl::StrCat("a field of ", value, " bytes, over the ",
-                                 kMaxRecordBytes, "-byte limit"));
-      }
-      if (!KnownLengthDelimited(field)) {
-        if (!in.Skip(value)) return fail("cut field");
-      } else if (!in.ReadBytes(value, &bytes)) {
-        return fail("cut field");
-      } else if (auto bad = out.Field(field, bytes, result)) {
-        return fail(*bad);
-      }
-    } else {
-      return fail(absl::StrCat("wire type ", wire, " of field ", field));
+      return std::nullopt;
     }
+    case WireFormatLite::WIRETYPE_FIXED64:
+      if (!in->Skip(8)) return "cut field";
+      return std::nullopt;
+    case WireFormatLite::WIRETYPE_FIXED32:
+      if (!in->Skip(4)) return "cut field";
+      return std::nullopt;
+    case WireFormatLite::WIRETYPE_LENGTH_DELIMITED:
+      return ReadLengthDelimited(in, field, out, result);
+    default:
+      return absl::StrCat("wire type ", WireFormatLite::GetTagWireType(tag),
+                          " of field ", field);
+  }
+}
+
+// One pass over the payload's fields. With null sinks it only checks that
+// everything parses. Fills `result` (outcome kLoaded) or the failure.
+// Each field gets a CodedInputStream of its own: one reads at most INT_MAX
+// bytes in all, and a payload may be longer.
+void ParsePayload(int fd, const Frame& frame, const std::string& path,
+                  const RecordSink* sink, const PauseSink* pause_sink,
+                  LoadResult* result) {
+  if (lseek(fd, kSnapshotHeaderBytes, SEEK_SET) < 0) {
+    *result = Outcome(LoadOutcome::kUnreadable, path,
+                      absl::StrCat("seek: ", ErrnoText(errno)));
+    return;
+  }
+  google::protobuf::io::FileInputStream file(fd, kBufferBytes);
+  google::protobuf::io::LimitingInputStream payload(&file, frame.payload_bytes);
+  Delivery out;
+  out.sink = sink;
+  out.pause_sink = pause_sink;
+  while (payload.ByteCount() < frame.payload_bytes) {
+    CodedInputStream in(&payload);
+    const uint32_t tag = in.ReadTagNoLastTag();
+    std::optional<std::string> bad =
+        tag == 0 ? "bad field tag" : ReadField(&in, tag, &out, result);
+    if (!bad.has_value()) continue;
+    *result = file.GetErrno() != 0
+                  ? Outcome(LoadOutcome::kUnreadable, path,
+                            absl::StrCat("read: ", ErrnoText(file.GetErrno())))
+                  : Outcome(LoadOutcome::kCorrupt, path,
+                            absl::StrCat(*bad, " (record ", out.records, ")"));
+    return;
   }
   result->outcome = LoadOutcome::kLoaded;
   result->records = out.records;
@@ -395,47 +357,73 @@ absl::StatusOr<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Begin(
   std::unique_ptr<SnapshotWriter> w(
       new SnapshotWriter(path, std::move(tmp), fd));
   w->buffer_.reserve(kBufferBytes + 4096);
-  w->buffer_.append(kMagic.data(), kMagic.size());
-  PutLe(&w->buffer_, kSnapshotFormatVersion, 4);
-  PutLe(&w->buffer_, 0, 4);
-  std::string fields;
-  PutVarint(&fields, kWrittenField << 3 | kVarint);
-  PutVarint(&fields, static_cast<uint64_t>(written_unix_nanos));
-  PutVarint(&fields, kWriterField << 3 | kLengthDelimited);
-  PutVarint(&fields, writer.size());
-  fields += writer;
-  if (absl::Status s = w->Payload(fields); !s.ok()) return s;
+  uint8_t* p = w->Extend(kSnapshotHeaderBytes);
+  p = CodedOutputStream::WriteRawToArray(kMagic.data(), kMagic.size(), p);
+  p = CodedOutputStream::WriteLittleEndian32ToArray(kSnapshotFormatVersion, p);
+  CodedOutputStream::WriteLittleEndian32ToArray(0, p);
+  const uint32_t tag =
+      WireFormatLite::MakeTag(kWrittenField, WireFormatLite::WIRETYPE_VARINT);
+  const uint64_t written = static_cast<uint64_t>(written_unix_nanos);
+  const size_t from = w->buffer_.size();
+  p = w->Extend(CodedOutputStream::VarintSize32(tag) +
+                CodedOutputStream::VarintSize64(written));
+  CodedOutputStream::WriteVarint64ToArray(
+      written, CodedOutputStream::WriteTagToArray(tag, p));
+  if (absl::Status s = w->EndPayload(from); !s.ok()) return s;
+  absl::Status s = w->AddLengthDelimited(
+      kWriterField, "the writer's name", writer.size(), [&](uint8_t* body) {
+        CodedOutputStream::WriteStringToArray(writer, body);
+      });
+  if (!s.ok()) return s;
   return w;
 }
 
-absl::Status SnapshotWriter::Payload(const std::string& bytes) {
-  crc_ = Crc32cExtend(crc_, bytes);
-  payload_bytes_ += static_cast<int64_t>(bytes.size());
-  buffer_ += bytes;
+uint8_t* SnapshotWriter::Extend(size_t n) {
+  const size_t at = buffer_.size();
+  buffer_.resize(at + n);
+  return reinterpret_cast<uint8_t*>(&buffer_[at]);
+}
+
+absl::Status SnapshotWriter::EndPayload(size_t from) {
+  const absl::string_view added = absl::string_view(buffer_).substr(from);
+  crc_ = Crc32cExtend(crc_, added);
+  payload_bytes_ += static_cast<int64_t>(added.size());
   return buffer_.size() >= kBufferBytes ? Flush() : absl::OkStatus();
 }
 
-absl::Status SnapshotWriter::AddField(
-    uint32_t field, const google::protobuf::MessageLite& message) {
+absl::Status SnapshotWriter::AddLengthDelimited(
+    int field, absl::string_view what, size_t size,
+    absl::FunctionRef<void(uint8_t*)> body) {
   if (fd_ < 0) return absl::FailedPreconditionError("snapshot already ended");
-  scratch_.clear();
-  PutVarint(&scratch_, field << 3 | kLengthDelimited);
-  PutVarint(&scratch_, message.ByteSizeLong());
-  if (!message.AppendToString(&scratch_)) {
-    return absl::InternalError(
-        absl::StrCat("cannot serialise a ", message.GetTypeName()));
+  if (size > kMaxRecordBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state file ", path_, ": ", what, " of ", size,
+                     " bytes, over the ", kMaxRecordBytes,
+                     "-byte limit of one record"));
   }
-  return Payload(scratch_);
+  const uint32_t tag = WireFormatLite::MakeTag(
+      field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  const uint32_t length = static_cast<uint32_t>(size);
+  const size_t from = buffer_.size();
+  uint8_t* p = Extend(CodedOutputStream::VarintSize32(tag) +
+                      CodedOutputStream::VarintSize32(length) + size);
+  body(CodedOutputStream::WriteVarint32ToArray(
+      length, CodedOutputStream::WriteTagToArray(tag, p)));
+  return EndPayload(from);
 }
 
 absl::Status SnapshotWriter::Add(const v1::state::Endpoint& record) {
-  absl::Status s = AddField(kEndpointsField, record);
+  absl::Status s = AddLengthDelimited(
+      kEndpointsField, "an endpoint record", record.ByteSizeLong(),
+      [&](uint8_t* body) { record.SerializeWithCachedSizesToArray(body); });
   if (s.ok()) ++records_;
   return s;
 }
 
 absl::Status SnapshotWriter::AddPause(const v1::state::Pause& pause) {
-  return AddField(kPausesField, pause);
+  return AddLengthDelimited(
+      kPausesField, "a pause", pause.ByteSizeLong(),
+      [&](uint8_t* body) { pause.SerializeWithCachedSizesToArray(body); });
 }
 
 absl::Status SnapshotWriter::Flush() {
@@ -463,9 +451,11 @@ absl::Status SnapshotWriter::Fail(const std::string& step, int err) {
 
 absl::Status SnapshotWriter::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError("snapshot already ended");
-  PutLe(&buffer_, static_cast<uint64_t>(payload_bytes_), 8);
-  PutLe(&buffer_, crc_, 4);
-  buffer_.append(kEndMagic.data(), kEndMagic.size());
+  uint8_t* p = Extend(kSnapshotTrailerBytes);
+  p = CodedOutputStream::WriteLittleEndian64ToArray(
+      static_cast<uint64_t>(payload_bytes_), p);
+  p = CodedOutputStream::WriteLittleEndian32ToArray(crc_, p);
+  CodedOutputStream::WriteRawToArray(kEndMagic.data(), kEndMagic.size(), p);
   if (absl::Status s = Flush(); !s.ok()) return s;
   if (fsync(fd_) != 0) return Fail("fsync", errno);
   if (close(fd_) != 0) {

@@ -17,9 +17,16 @@
 // Memory is bounded by one record and a 1 MiB buffer, not by the file: a
 // snapshot of a million endpoints is streamed both ways.
 //
-// Limits: one record (an endpoint or a pause) at most kMaxRecordBytes (a key
-// is at most 4096 bytes, a record under 5 KiB); a bigger one makes the file
-// corrupt.
+// Limits: one field of the payload (an endpoint record, a pause, the
+// writer's name) at most kMaxRecordBytes (a key is at most 4096 bytes, a
+// record under 5 KiB). The reader finds a file with a bigger one corrupt;
+// the writer refuses to write one (InvalidArgument naming it, nothing
+// written; the snapshot can go on).
+//
+// The encoding is protobuf's own: the payload's tags, lengths and varints
+// and the frame's little-endian numbers go through CodedOutputStream and
+// CodedInputStream (google/protobuf/io/coded_stream.h), the records through
+// the generated messages; this file adds the framing and the checks.
 #ifndef STAGGER_SERVER_STATE_SNAPSHOT_FILE_H_
 #define STAGGER_SERVER_STATE_SNAPSHOT_FILE_H_
 
@@ -30,6 +37,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "stagger/v1/snapshot.pb.h"
 
 namespace stagger::state {
@@ -83,6 +91,7 @@ class SnapshotWriter {
   SnapshotWriter(const SnapshotWriter&) = delete;
   SnapshotWriter& operator=(const SnapshotWriter&) = delete;
 
+  // InvalidArgument for a record over kMaxRecordBytes (see Limits).
   absl::Status Add(const v1::state::Endpoint& record);
   absl::Status AddPause(const v1::state::Pause& pause);
   // Trailer, fsync, rename over `path`, fsync of the directory. The writer
@@ -93,10 +102,17 @@ class SnapshotWriter {
 
  private:
   SnapshotWriter(std::string path, std::string tmp_path, int fd);
-  // Appends payload bytes (counted in the CRC).
-  absl::Status Payload(const std::string& bytes);
-  // Appends `message` as field `field` of the Snapshot.
-  absl::Status AddField(uint32_t field, const google::protobuf::MessageLite& message);
+  // Makes room for `n` more bytes at the end of the buffer; returns where.
+  uint8_t* Extend(size_t n);
+  // Counts buffer_[from, end) as payload (CRC-32C, length); flushes the
+  // buffer once it holds kBufferBytes.
+  absl::Status EndPayload(size_t from);
+  // Appends field `field` of the Snapshot, length-delimited: its tag and
+  // length, then the `size` bytes `body` writes at the pointer it is given.
+  // `what` names the field in the error for a size over kMaxRecordBytes.
+  absl::Status AddLengthDelimited(int field, absl::string_view what,
+                                  size_t size,
+                                  absl::FunctionRef<void(uint8_t*)> body);
   absl::Status Flush();
   absl::Status Fail(const std::string& step, int err);
 
@@ -104,7 +120,6 @@ class SnapshotWriter {
   std::string tmp_path_;
   int fd_ = -1;
   std::string buffer_;
-  std::string scratch_;
   uint32_t crc_ = 0;
   int64_t payload_bytes_ = 0;
   int64_t written_ = 0;

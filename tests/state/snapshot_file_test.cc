@@ -3,8 +3,10 @@
 // message, never a crash, and delivers no record at all: missing,
 // unreadable, empty, cut at every length, garbage, a flipped byte, another
 // format version, a trailer that disagrees, a record that does not parse
-// under a good CRC. Writes are atomic: an abandoned write leaves the old
-// file as it was.
+// under a good CRC, each malformed field with its own message. Writes are
+// atomic: an abandoned write leaves the old file as it was. The format is
+// held to the file commit e504113's writer made (golden_snapshot.h): it
+// loads to exactly its records, and today's writer makes it byte for byte.
 #include "server/state/snapshot_file.h"
 
 #include <sys/stat.h>
@@ -18,13 +20,28 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/state/crc32c.h"
+#include "tests/state/golden_snapshot.h"
 
 namespace stagger::state {
 namespace {
 
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
 using v1::state::Endpoint;
+
+const std::string kGoldenFile =
+    std::string(STAGGER_STATE_TESTDATA) + "/golden-e504113.snap";
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 class SnapshotFileTest : public ::testing::Test {
  protected:
@@ -54,12 +71,7 @@ class SnapshotFileTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) ASSERT_TRUE((*w)->Add(Record(i)).ok());
     ASSERT_TRUE((*w)->Commit().ok());
   }
-  std::string Bytes() const {
-    std::ifstream in(path_, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  std::string Bytes() const { return ReadBytes(path_); }
   void Put(const std::string& bytes) const {
     std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
   }
@@ -284,6 +296,123 @@ TEST_F(SnapshotFileTest, AnAbandonedWriteLeavesTheOldFile) {
   EXPECT_NE(access((path_ + ".tmp").c_str(), F_OK), 0) << "temp file left";
   Write(5);
   EXPECT_EQ(Load().records, 5);
+}
+
+// --- The format, held to commit e504113's writer --------------------------
+
+TEST_F(SnapshotFileTest, TheGoldenFileOfE504113LoadsToItsRecords) {
+  std::vector<v1::state::Pause> pauses;
+  const LoadResult r = LoadSnapshot(
+      kGoldenFile, [&](const Endpoint& e) { loaded_.push_back(e); },
+      [&](const v1::state::Pause& p) { pauses.push_back(p); });
+  ASSERT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  EXPECT_EQ(r.written_unix_nanos, testing::kGoldenWrittenUnixNanos);
+  EXPECT_EQ(r.writer, testing::kGoldenWriter);
+  const std::vector<v1::state::Pause> want_pauses = testing::GoldenPauses();
+  const std::vector<Endpoint> want = testing::GoldenEndpoints();
+  EXPECT_EQ(r.pauses, static_cast<int64_t>(want_pauses.size()));
+  EXPECT_EQ(r.records, static_cast<int64_t>(want.size()));
+  ASSERT_EQ(pauses.size(), want_pauses.size());
+  for (size_t i = 0; i < pauses.size(); ++i) {
+    EXPECT_TRUE(MessageDifferencer::Equals(pauses[i], want_pauses[i]))
+        << "pause " << i << ":\n" << pauses[i].DebugString();
+  }
+  ASSERT_EQ(loaded_.size(), want.size());
+  for (size_t i = 0; i < loaded_.size(); ++i) {
+    EXPECT_TRUE(MessageDifferencer::Equals(loaded_[i], want[i]))
+        << "endpoint " << i << ":\n" << loaded_[i].DebugString();
+  }
+}
+
+TEST_F(SnapshotFileTest, TodaysWriterWritesTheGoldenFileByteForByte) {
+  const std::string golden = ReadBytes(kGoldenFile);
+  ASSERT_GT(golden.size(), 4096u) << "testdata missing: " << kGoldenFile;
+  ASSERT_TRUE(testing::WriteGoldenSnapshot(path_).ok());
+  const std::string today = Bytes();
+  ASSERT_EQ(today.size(), golden.size());
+  for (size_t i = 0; i < today.size(); ++i) {
+    ASSERT_EQ(today[i], golden[i]) << "first difference at byte " << i;
+  }
+}
+
+// --- Malformed fields under a good CRC: each says what was wrong ----------
+
+struct BadPayloadCase {
+  const char* name;
+  std::string payload;
+  std::string want;  // the message after "corrupt: "
+};
+
+class BadPayloadTest : public SnapshotFileTest,
+                       public ::testing::WithParamInterface<BadPayloadCase> {};
+
+TEST_P(BadPayloadTest, IsCorruptAndSaysWhy) {
+  Put(Framed(GetParam().payload));
+  const LoadResult r = Load();
+  EXPECT_EQ(r.outcome, LoadOutcome::kCorrupt) << r.message;
+  EXPECT_THAT(r.message, HasSubstr("corrupt: " + GetParam().want));
+}
+
+// An endpoint record (field 15) that parses, as a payload prefix.
+std::string GoodRecordField() {
+  Endpoint e;
+  e.set_key("k");
+  const std::string rec = e.SerializeAsString();
+  return std::string("\x7a", 1) + static_cast<char>(rec.size()) + rec;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadPayloadTest,
+    ::testing::ValuesIn(std::vector<BadPayloadCase>{
+        // Field number 0 is not a protobuf field.
+        {"ZeroTag", std::string("\x00\x01", 2), "bad field tag (record 0)"},
+        {"TagOverTenBytes", std::string(11, '\xff'),
+         "bad field tag (record 0)"},
+        {"CutVarint", "\x08\xff", "bad varint (record 0)"},
+        {"CutFixed64", "\x09\x01\x02", "cut field (record 0)"},
+        {"CutFixed32", "\x0d\x01", "cut field (record 0)"},
+        {"CutLength", "\x7a\xff", "bad length (record 0)"},
+        {"CutEndpoint", "\x7a\x05\x0a\x01", "cut field (record 0)"},
+        {"CutUnknownField", "\x22\x05" "ab", "cut field (record 0)"},
+        {"UnknownFieldOverTheLimit", "\x22\x80\x80\x80\x01",
+         "a field of 2097152 bytes, over the 1048576-byte limit (record 0)"},
+        {"LengthOver32Bits", "\x7a\x81\x80\x80\x80\x10",
+         "a field of 4294967297 bytes, over the 1048576-byte limit (record "
+         "0)"},
+        {"StartGroup", "\x0b", "wire type 3 of field 1 (record 0)"},
+        {"WireType7AfterARecord", GoodRecordField() + "\x7f",
+         "wire type 7 of field 15 (record 1)"},
+    }),
+    [](const ::testing::TestParamInfo<BadPayloadCase>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST_F(SnapshotFileTest, TheWriterRefusesARecordTheReaderWouldRefuse) {
+  auto w = SnapshotWriter::Begin(path_, 1, "test");
+  ASSERT_TRUE(w.ok()) << w.status();
+  v1::state::Pause big;
+  big.set_target("https://x/");
+  big.set_reason(std::string(kMaxRecordBytes, 'r'));
+  const absl::Status s = (*w)->AddPause(big);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("a pause of " + std::to_string(big.ByteSizeLong()) +
+                        " bytes, over the 1048576-byte limit"));
+  // Nothing of it was written: the snapshot goes on and loads.
+  ASSERT_TRUE((*w)->Add(Record(1)).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  const LoadResult r = Load();
+  ASSERT_EQ(r.outcome, LoadOutcome::kLoaded) << r.message;
+  EXPECT_EQ(r.records, 1);
+  EXPECT_EQ(r.pauses, 0);
+}
+
+TEST_F(SnapshotFileTest, AWriterNameOverTheLimitIsRefused) {
+  auto w = SnapshotWriter::Begin(path_, 1, std::string(kMaxRecordBytes + 1, 'w'));
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(w.status().message()),
+              HasSubstr("the writer's name of 1048577 bytes"));
 }
 
 TEST_F(SnapshotFileTest, WriterInAMissingFolderSaysWhere) {

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "core/config/json_config.h"
 #include "core/engine/engine_config.h"
 
 namespace stagger::config {
@@ -521,17 +522,45 @@ INSTANTIATE_TEST_SUITE_P(
          "{\"overrides\": [\n {\"prefix\": \"a\"},\n {\"glob\": \"b\", "
          "\"polcy\": {}}]}",
          "3:16: overrides[1].polcy: unknown field"},
-        {"WrongType", "{\"limits\": {\n  \"maxEndpoints\": 1e20}}",
-         "2:3: limits.max_endpoints: invalid value 1e+20 for type "
-         "TYPE_INT64"},
+        {"WrongKind", "{\"limits\": {\n  \"maxKeyBytes\": \"1\",\n  \"idleEviction\": 600}}",
+         "3:19: limits.idle_eviction: expected a duration: a string of "
+         "seconds ending in \"s\", such as \"1.5s\", got 600"},
+        {"OutOfRange", "{\"limits\": {\n  \"maxEndpoints\": 1e20}}",
+         "2:19: limits.max_endpoints: expected an int64 (a whole number in "
+         "[-9223372036854775808, 9223372036854775807]), got 1e20"},
+        {"UnknownEnumName",
+         "{\"defaultPolicy\": {\"backoff\": {\"kind\": \"JITTER\"}}}",
+         "1:40: default_policy.backoff.kind: expected one of KIND_UNSPECIFIED, "
+         "EXPONENTIAL, EQUAL_JITTER, FULL_JITTER, DECORRELATED_JITTER, or its "
+         "number, got \"JITTER\""},
         {"BothPrefixAndGlob",
          "{\"overrides\": [{\"prefix\": \"a\", \"glob\": \"b\"}]}",
-         "1:16: overrides[0]: invalid value oneof field 'match' is already "
-         "set. Cannot set 'glob' for type oneof"},
+         "1:32: overrides[0].glob: oneof \"match\" is already set by "
+         "\"prefix\"; set only one of its fields"},
+        {"EveryFieldError",
+         "{\"limits\": {\"maxKeyBytes\": true},\n \"bogus\": 1}",
+         "1:28: limits.max_key_bytes: expected an int32 (a whole number in "
+         "[-2147483648, 2147483647]), got true\n2:2: bogus: unknown field"},
     }),
     [](const ::testing::TestParamInfo<JsonErrorCase>& info) {
       return std::string(info.param.name);
     });
+
+// What the field checks leave to protobuf's JSON parser comes out as it
+// says it, after the file name, without a position: the loader does not
+// read that text (json_config_test shows it for any wording).
+TEST(ParseErrorTest, JsonErrorOfProtobufIsPassedThroughWithTheFileName) {
+  const std::string json = "{\"limits\": {\"maxKeyBytes\": \"many\"}}";
+  v1::config::Config config;
+  const absl::Status protobuf = ProtobufJsonDecode(json, &config);
+  ASSERT_FALSE(protobuf.ok());
+  absl::StatusOr<EngineConfig> c = LoadConfigText(json, "/cfg/x.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(),
+            absl::StrCat("/cfg/x.json: protobuf JSON parser: ",
+                         protobuf.message()));
+}
 
 TEST(ParseErrorTest, TextprotoErrorsAreLocatedWithoutAFileName) {
   absl::StatusOr<v1::config::Config> c = ParseConfigText(

@@ -1,6 +1,7 @@
 // Tests of core/config/json_scanner: what strict RFC 8259 JSON accepts and
 // refuses, the line:column of every kind of error, the nesting limit, and
-// the path -> position map the loader locates protobuf errors with.
+// the tree it builds: every value's kind, position and text, decoded
+// strings and keys.
 #include "core/config/json_scanner.h"
 
 #include <string>
@@ -143,6 +144,18 @@ INSTANTIATE_TEST_SUITE_P(
          "\\u must be followed by 4 hex digits"},
         {"NonHexUnicodeEscape", "\"\\u12g4\"", 1, 6,
          "\\u must be followed by 4 hex digits"},
+        // UTF-16 surrogates only as a high-low pair, at the first backslash.
+        {"LoneHighSurrogate", "[\"ab\\uD834\"]", 1, 5,
+         "\\u escape of a lone UTF-16 surrogate (U+D800..U+DFFF only as a "
+         "high-low pair)"},
+        {"LoneLowSurrogate", "\"\\uDD1E\\uD834\"", 1, 2,
+         "\\u escape of a lone UTF-16 surrogate (U+D800..U+DFFF only as a "
+         "high-low pair)"},
+        {"HighSurrogateThenNotLow", "\"\\ud834\\u0041\"", 1, 2,
+         "\\u escape of a lone UTF-16 surrogate (U+D800..U+DFFF only as a "
+         "high-low pair)"},
+        {"HighSurrogateThenBadHex", "\"\\uD834\\u12\"", 1, 12,
+         "\\u must be followed by 4 hex digits"},
         {"RawNewlineInString", "\"a\nb\"", 1, 3,
          "control character in string (escape it)"},
         {"RawTabInString", "[\"a\tb\"]", 1, 4,
@@ -215,46 +228,83 @@ TEST(JsonDepthTest, LongFlatArrayIsAccepted) {
   text += "]";
   const JsonScan scan = ScanJson(text);
   EXPECT_FALSE(scan.error.has_value());
-  EXPECT_EQ(scan.Find("[99999]"), (TextPosition{1, 2 * 99999 + 2}));
+  ASSERT_EQ(scan.root.elements.size(), 100000u);
+  EXPECT_EQ(scan.root.elements[99999].at, (TextPosition{1, 2 * 99999 + 2}));
 }
 
-// --- Positions --------------------------------------------------------------
+// --- The tree ---------------------------------------------------------------
 
-TEST(JsonPositionsTest, RecordsEveryKeyAndElementByProtoPath) {
+using Kind = JsonValue::Kind;
+
+TEST(JsonTreeTest, RecordsEveryValueWithItsKindPositionAndText) {
   const JsonScan scan = ScanJson(
       "{\n"
       "  \"defaultPolicy\": {\"backoff\": {\"base\": \"1s\"}},\n"
       "  \"overrides\": [\n"
       "    {\"prefix\": \"a\"},\n"
       "    {\"glob\": \"b\", \"policy\": {}}\n"
-      "  ]\n"
+      "  ],\n"
+      "  \"n\": [-1.5e3, true, false, null]\n"
       "}");
   ASSERT_FALSE(scan.error.has_value());
-  EXPECT_EQ(scan.Find("default_policy"), (TextPosition{2, 3}));
-  EXPECT_EQ(scan.Find("default_policy.backoff"), (TextPosition{2, 21}));
-  EXPECT_EQ(scan.Find("default_policy.backoff.base"), (TextPosition{2, 33}));
-  EXPECT_EQ(scan.Find("overrides"), (TextPosition{3, 3}));
-  EXPECT_EQ(scan.Find("overrides[0]"), (TextPosition{4, 5}));
-  EXPECT_EQ(scan.Find("overrides[0].prefix"), (TextPosition{4, 6}));
-  EXPECT_EQ(scan.Find("overrides[1]"), (TextPosition{5, 5}));
-  EXPECT_EQ(scan.Find("overrides[1].policy"), (TextPosition{5, 19}));
-  EXPECT_EQ(scan.positions.size(), 9u);
+  const JsonValue& root = scan.root;
+  EXPECT_EQ(root.kind, Kind::kObject);
+  EXPECT_EQ(root.at, (TextPosition{1, 1}));
+  ASSERT_EQ(root.members.size(), 3u);
+  const JsonMember& policy = root.members[0];
+  EXPECT_EQ(policy.key, "defaultPolicy");
+  EXPECT_EQ(policy.key_at, (TextPosition{2, 3}));
+  EXPECT_EQ(policy.value.at, (TextPosition{2, 20}));
+  const JsonMember& backoff = policy.value.members.at(0);
+  EXPECT_EQ(backoff.key_at, (TextPosition{2, 21}));
+  const JsonMember& base = backoff.value.members.at(0);
+  EXPECT_EQ(base.key, "base");
+  EXPECT_EQ(base.key_at, (TextPosition{2, 33}));
+  EXPECT_EQ(base.value.kind, Kind::kString);
+  EXPECT_EQ(base.value.text, "1s");
+  EXPECT_EQ(base.value.at, (TextPosition{2, 41}));
+  const JsonValue& overrides = root.members[1].value;
+  EXPECT_EQ(overrides.kind, Kind::kArray);
+  ASSERT_EQ(overrides.elements.size(), 2u);
+  EXPECT_EQ(overrides.elements[0].at, (TextPosition{4, 5}));
+  EXPECT_EQ(overrides.elements[0].members.at(0).key_at, (TextPosition{4, 6}));
+  EXPECT_EQ(overrides.elements[1].members.at(1).key, "policy");
+  EXPECT_EQ(overrides.elements[1].members.at(1).key_at, (TextPosition{5, 19}));
+  EXPECT_TRUE(overrides.elements[1].members.at(1).value.members.empty());
+  const JsonValue& n = root.members[2].value;
+  ASSERT_EQ(n.elements.size(), 4u);
+  EXPECT_EQ(n.elements[0].kind, Kind::kNumber);
+  EXPECT_EQ(n.elements[0].text, "-1.5e3") << "numbers as written";
+  EXPECT_EQ(n.elements[1].kind, Kind::kTrue);
+  EXPECT_EQ(n.elements[2].kind, Kind::kFalse);
+  EXPECT_EQ(n.elements[3].kind, Kind::kNull);
+  EXPECT_EQ(n.elements[3].at, (TextPosition{7, 30}));
 }
 
-TEST(JsonPositionsTest, UnknownPathAndRootAreNotFound) {
-  const JsonScan scan = ScanJson("{\"limits\": {}}");
-  ASSERT_FALSE(scan.error.has_value());
-  EXPECT_EQ(scan.Find("limits.max_key_bytes"), TextPosition{});
-  EXPECT_EQ(scan.Find(""), TextPosition{});
-  EXPECT_EQ(scan.Find("limits"), (TextPosition{1, 2}));
+TEST(JsonTreeTest, ScalarRootsAreValuesToo) {
+  EXPECT_EQ(ScanJson("  42").root.kind, Kind::kNumber);
+  EXPECT_EQ(ScanJson("  42").root.at, (TextPosition{1, 3}));
+  EXPECT_EQ(ScanJson("\"x\"").root.text, "x");
+  EXPECT_EQ(ScanJson("null").root.kind, Kind::kNull);
 }
 
-TEST(JsonPositionsTest, ElementsOfARootArrayHaveIndexPaths) {
-  const JsonScan scan = ScanJson("[ 1,\n  {\"x\": 2}]");
+TEST(JsonTreeTest, StringsAndKeysAreDecoded) {
+  const JsonScan scan = ScanJson(
+      R"({"a\u0062c": "q\" b\\ s\/ \b\f\n\r\t \u00e9\u20AC \uD834\uDD1E \u0000."})");
   ASSERT_FALSE(scan.error.has_value());
-  EXPECT_EQ(scan.Find("[0]"), (TextPosition{1, 3}));
-  EXPECT_EQ(scan.Find("[1]"), (TextPosition{2, 3}));
-  EXPECT_EQ(scan.Find("[1].x"), (TextPosition{2, 4}));
+  ASSERT_EQ(scan.root.members.size(), 1u);
+  EXPECT_EQ(scan.root.members[0].key, "abc");
+  static constexpr char kWant[] =
+      "q\" b\\ s/ \b\f\n\r\t \xc3\xa9\xe2\x82\xac \xf0\x9d\x84\x9e \0.";
+  EXPECT_EQ(scan.root.members[0].value.text,
+            std::string(kWant, sizeof(kWant) - 1));
+}
+
+TEST(JsonTreeTest, AnEscapedKeyIsADuplicateOfItsPlainSpelling) {
+  const JsonScan scan = ScanJson(R"({"limits": 1, "limit\u0073": 2})");
+  ASSERT_TRUE(scan.error.has_value());
+  EXPECT_EQ(scan.error->message, "duplicate key \"limits\"");
+  EXPECT_EQ(scan.error->at, (TextPosition{1, 15}));
 }
 
 // --- Key names --------------------------------------------------------------
