@@ -9,13 +9,23 @@
 # staggerd (free loopback port, --lease_ttl=LEASE_TTL, the bench config
 # written below) and the agents (Unix sockets in a temporary folder), then
 # runs stagger-agent-load:
-#   1. calls: RATE deliveries/s through the agents, warm-up (one lease ttl
-#      after staggerd started, plus the agents' ask interval) excluded,
-#      CALLS_DURATION measured; then the same rate and threads straight to
-#      staggerd (loopback TCP): calls_per_delivery and coordinator CPU.
+#   1. calls: RATE deliveries/s through the agents; the warm-up (until one
+#      lease ttl after staggerd started, learning mode, plus 2 s for the
+#      agents' ask interval, and then until every worker has delivered to
+#      each of its keys once) excluded, CALLS_DURATION measured.
+#      If the machine delivers fewer than RATE/s, the same again with the
+#      endpoints scaled down (AGENT_ENDPOINTS x achieved / RATE), so that each
+#      (agent, endpoint) pair sees a delivery as often as at RATE/s: the
+#      design point's lease traffic on a machine that cannot reach it.
 #   2. capacity: closed loop through the agents, CAP_DURATION.
-#   3. latency: LAT_REPEAT rounds, agents then direct, at half the capacity.
-#   4. revoke: victims failing in turn at half the capacity (--revoke).
+#   3. calls direct: RATE deliveries/s, the same threads, straight to
+#      staggerd (loopback TCP): calls_per_delivery and coordinator CPU.
+#   4. latency: LAT_REPEAT rounds, agents then direct, at a quarter of the
+#      capacity (a light load: latency, not queueing on the two shared CPUs),
+#      on LAT_ENDPOINTS endpoints (every agent's leases stay live at that
+#      rate: the lease path is what is compared).
+#   5. revoke: victims failing in turn at half the capacity (--revoke),
+#      beside LAT_ENDPOINTS healthy ones.
 # Stops every process it started. Prints progress on stderr and, last, one
 # line on stdout: "agent_bench key=value ..." (bench/run reads it).
 # Exit status: 0, or 1 if a process could not start or a run failed.
@@ -24,9 +34,11 @@
 #   AGENTS [4]  AGENT_ENDPOINTS [1000]  AGENT_THREADS [32]  RATE [5000]
 #   LEASE_TTL [5s]  FLUSH_INTERVAL [500ms] (the agents')
 #   CALLS_DURATION [10s]  CAP_DURATION [3s]  LAT_DURATION [4s]
-#   LAT_REPEAT [3]  REVOKE_DURATION [25s]
+#   LAT_REPEAT [3]  LAT_ENDPOINTS [100]  REVOKE_DURATION [25s]
 #   BREAKER_FAILURES [1] consecutive failures that open a breaker
 #   HALF_OPEN_PROBES [5]  OPEN_BASE_MS [200]
+#   STAGGERD_ENV, AGENT_ENV: extra environment (VAR=value ...) for staggerd
+#     and for the agents, for experiments (e.g. GLIBC_TUNABLES=...)
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 BIN_DIR LOG_DIR" >&2; exit 2; }
@@ -42,6 +54,7 @@ calls_duration=${CALLS_DURATION:-10s}
 cap_duration=${CAP_DURATION:-3s}
 lat_duration=${LAT_DURATION:-4s}
 lat_repeat=${LAT_REPEAT:-3}
+lat_endpoints=${LAT_ENDPOINTS:-100}
 revoke_duration=${REVOKE_DURATION:-25s}
 breaker_failures=${BREAKER_FAILURES:-1}
 probes=${HALF_OPEN_PROBES:-5}
@@ -99,14 +112,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "
 say "starting staggerd and $agents agents ..."
 t_start=$(date +%s.%N)
 start staggerd '.*listening on 127\.0\.0\.1:\([0-9]*\) (metrics on port [0-9]*).*' \
-  "$bin/staggerd" --address=127.0.0.1:0 --metrics_address=127.0.0.1:0 \
+  env ${STAGGERD_ENV:-} "$bin/staggerd" --address=127.0.0.1:0 --metrics_address=127.0.0.1:0 \
   --lease_ttl="$lease_ttl" --config="$config"
 sd_port=$ready sd_pid=$pid
 sd_metrics=127.0.0.1:$(sed -n 's/.*(metrics on port \([0-9]*\)).*/\1/p' "$logs/staggerd.stderr" | head -n1)
 socks=() agent_pids=()
 for i in $(seq 1 "$agents"); do
   start "agent$i" '.*\(listening on\).*' \
-    "$bin/stagger-agent" --listen="unix:$work/a$i.sock" \
+    env ${AGENT_ENV:-} "$bin/stagger-agent" --listen="unix:$work/a$i.sock" \
     --coordinator="127.0.0.1:$sd_port" --metrics_address= \
     --agent_id="bench-agent-$i" --flush_interval="$flush" --config="$config"
   socks+=("unix:$work/a$i.sock")
@@ -129,39 +142,55 @@ drive() {
   line=$(grep '^result ' "$logs/$name.out" | tail -n1)
 }
 
-# 1. Calls and coordinator CPU at RATE, through the agents, then direct.
+# 1. Calls and coordinator CPU at RATE through the agents.
 ttl_s=$(awk -v d="$lease_ttl" 'BEGIN { v = d + 0; if (d ~ /ms$/) v /= 1000; else if (d ~ /m$/) v *= 60; print v }')
 warm=$(awk -v t="$ttl_s" -v s="$t_start" -v now="$(date +%s.%N)" \
   'BEGIN { w = s + t + 2 - now; printf "%.1fs", (w < 1 ? 1 : w) }')
-say "calls via agents: $rate/s, warm-up $warm (learning mode), $calls_duration ..."
-drive calls-agents --targets="$via" --rate="$rate" --warmup="$warm" --duration="$calls_duration"
+say "calls via agents: $rate/s, warm-up $warm (learning mode) + one lap of the keys, $calls_duration ..."
+drive calls-agents --targets="$via" --rate="$rate" --warmup="$warm" --warmup_covers \
+  --duration="$calls_duration"
 calls_agents=$line
+achieved=$(field achieved_per_sec "$calls_agents")
+scaled=$(awk -v e="$endpoints" -v a="$achieved" -v r="$rate" \
+  'BEGIN { s = int(e * a / r + 0.5); print (s < 10 ? 10 : (s > e ? e : s)) }')
+calls_scaled=$calls_agents
+if (( scaled < endpoints )); then
+  say "calls via agents, $scaled endpoints (the per-pair rate of $rate/s) ..."
+  drive calls-scaled --targets="$via" --rate="$rate" --endpoints="$scaled" \
+    --warmup=1s --warmup_covers --duration="$calls_duration"
+  calls_scaled=$line
+fi
+
+# 2. Capacity through the agents (their leases still live).
+say "capacity via agents (closed loop, $cap_duration) ..."
+drive capacity --targets="$via" --warmup=1s --warmup_covers --duration="$cap_duration"
+capacity=$(field achieved_per_sec "$line")
+moderate=$(awk -v c="$capacity" 'BEGIN { printf "%.0f", c / 2 }')
+light=$(awk -v c="$capacity" 'BEGIN { printf "%.0f", c / 4 }')
+
+# 3. The same offered rate straight to staggerd.
 say "calls direct: $rate/s, $calls_duration ..."
 drive calls-direct --targets="127.0.0.1:$sd_port" --rate="$rate" --warmup=1s --duration="$calls_duration"
 calls_direct=$line
 
-# 2. Capacity through the agents.
-say "capacity via agents (closed loop, $cap_duration) ..."
-drive capacity --targets="$via" --warmup=1s --duration="$cap_duration"
-capacity=$(field achieved_per_sec "$line")
-moderate=$(awk -v c="$capacity" 'BEGIN { printf "%.0f", c / 2 }')
-
-# 3. Latency at half the capacity, alternating.
+# 4. Latency at a quarter of the capacity, alternating.
 lat_a50=() lat_a99=() lat_d50=() lat_d99=()
+lat=(--rate="$light" --endpoints="$lat_endpoints" --warmup=1s --duration="$lat_duration")
 for r in $(seq 1 "$lat_repeat"); do
-  say "latency round $r/$lat_repeat at $moderate/s ..."
-  drive "lat-agents-$r" --targets="$via" --rate="$moderate" --warmup=1s --duration="$lat_duration"
+  say "latency round $r/$lat_repeat at $light/s, $lat_endpoints endpoints ..."
+  drive "lat-agents-$r" --targets="$via" --warmup_covers "${lat[@]}"
   lat_a50+=("$(field delivery_p50_us "$line")"); lat_a99+=("$(field delivery_p99_us "$line")")
-  drive "lat-direct-$r" --targets="127.0.0.1:$sd_port" --rate="$moderate" --warmup=1s --duration="$lat_duration"
+  drive "lat-direct-$r" --targets="127.0.0.1:$sd_port" "${lat[@]}"
   lat_d50+=("$(field delivery_p50_us "$line")"); lat_d99+=("$(field delivery_p99_us "$line")")
 done
 a50=$(printf '%s\n' "${lat_a50[@]}" | median) a99=$(printf '%s\n' "${lat_a99[@]}" | median)
 d50=$(printf '%s\n' "${lat_d50[@]}" | median) d99=$(printf '%s\n' "${lat_d99[@]}" | median)
 
-# 4. Revocation at half the capacity.
+# 5. Revocation at half the capacity.
 say "revoke: victims failing in turn at $moderate/s, $revoke_duration ..."
-drive revoke --targets="$via" --rate="$moderate" --warmup=1s \
-  --duration="$revoke_duration" --revoke --half_open_probes="$probes"
+drive revoke --targets="$via" --rate="$moderate" --endpoints="$lat_endpoints" \
+  --warmup=1s --duration="$revoke_duration" --revoke --half_open_probes="$probes" \
+  --victim_log="$logs/revoke-victims.txt"
 revoke=$line
 
 sd_cpu_agents=$(field coordinator_cpu_us_per_delivery "$calls_agents")
@@ -171,16 +200,23 @@ printf 'agent_bench agents=%s endpoints=%s threads=%s rate=%s lease_ttl=%s flush
 printf ' achieved_agents=%s achieved_direct=%s calls_per_delivery=%s direct_calls_per_delivery=%s' \
   "$(field achieved_per_sec "$calls_agents")" "$(field achieved_per_sec "$calls_direct")" \
   "$(field calls_per_delivery "$calls_agents")" "$(field calls_per_delivery "$calls_direct")"
+printf ' scaled_endpoints=%s scaled_achieved=%s scaled_calls_per_delivery=%s scaled_local_admit_share=%s' \
+  "$scaled" "$(field achieved_per_sec "$calls_scaled")" "$(field calls_per_delivery "$calls_scaled")" \
+  "$(field local_admit_share "$calls_scaled")"
+printf ' scaled_cpu_ratio=%s' "$(ratio "$(field coordinator_cpu_us_per_delivery "$calls_scaled")" \
+  "$(field coordinator_cpu_us_per_delivery "$calls_direct")")"
 printf ' rpcs=%s sync_in=%s sync_out=%s local_admit_share=%s' \
   "$(field coordinator_rpcs "$calls_agents")" "$(field sync_in "$calls_agents")" \
   "$(field sync_out "$calls_agents")" "$(field local_admit_share "$calls_agents")"
 printf ' sd_cpu_us_agents=%s sd_cpu_us_direct=%s coordinator_cpu_ratio=%s agent_cpu_us=%s' \
   "$sd_cpu_agents" "$sd_cpu_direct" "$(ratio "$sd_cpu_agents" "$sd_cpu_direct")" \
   "$(field agent_cpu_us_per_delivery "$calls_agents")"
-printf ' capacity=%s moderate=%s lat_agent_p50_us=%s lat_agent_p99_us=%s lat_direct_p50_us=%s lat_direct_p99_us=%s' \
-  "$capacity" "$moderate" "$a50" "$a99" "$d50" "$d99"
+printf ' calls_warmup_s=%s lat_local_admit_share=%s' "$(field warmup_seconds "$calls_agents")" \
+  "$(field local_admit_share "$(grep '^result ' "$logs/lat-agents-1.out")")"
+printf ' lat_endpoints=%s capacity=%s moderate=%s light=%s lat_agent_p50_us=%s lat_agent_p99_us=%s lat_direct_p50_us=%s lat_direct_p99_us=%s' \
+  "$lat_endpoints" "$capacity" "$moderate" "$light" "$a50" "$a99" "$d50" "$d99"
 printf ' agent_latency_p50_ratio=%s agent_latency_p99_ratio=%s' "$(ratio "$a50" "$d50")" "$(ratio "$a99" "$d99")"
-for k in achieved_per_sec victims tripped revoke_p50_ms revoke_p99_ms revoke_max_ms \
+for k in started_per_sec victims tripped revoke_p50_ms revoke_p99_ms revoke_max_ms \
     open_report_p99_ms leaked_after_open lease_holders_at_open probe_periods \
     probe_max_in_flight probe_max_per_period half_open_probes probe_overshoot; do
   printf ' revoke_%s=%s' "${k#revoke_}" "$(field "$k" "$revoke")"

@@ -38,6 +38,10 @@ void WorkerStats::Merge(WorkerStats& o) {
 
 DeliveryWorker::DeliveryWorker(WorkerOptions options, const DriveClock* clock)
     : o_(std::move(options)), clock_(clock), next_key_(o_.first_key) {
+  // first_key + k * key_stride < endpoints, k = 0, 1, ...
+  keys_ = o_.first_key < o_.endpoints
+              ? (o_.endpoints - 1 - o_.first_key) / o_.key_stride + 1
+              : 1;
   admit_.set_attempt(1);
   report_.set_attempt(1);
 }
@@ -65,12 +69,12 @@ void DeliveryWorker::Run() {
   int64_t next = NowNs() + (interval * (o_.channel_index % 16)) / 16;
   while (true) {
     int64_t now = NowNs();
-    if (now >= clock_->end_ns) return;
+    if (now >= clock_->end()) return;
     if (interval > 0) {
       if (next > now) {
         absl::SleepFor(absl::Nanoseconds(next - now));
         now = NowNs();
-        if (now >= clock_->end_ns) return;
+        if (now >= clock_->end()) return;
       }
       next = std::max(next + interval, now - kMaxLagNs);
     }
@@ -100,10 +104,19 @@ int DeliveryWorker::NextKey(int64_t now) {
   } else {
     key = FormatKey(static_cast<uint64_t>(next_key_), key_buf_);
     next_key_ = (next_key_ + o_.key_stride) % o_.endpoints;
+    CountLap(now);
   }
   admit_.set_endpoint(key.data(), key.size());
   report_.set_endpoint(key.data(), key.size());
   return victim;
+}
+
+void DeliveryWorker::CountLap(int64_t now) {
+  if (lap_keys_++ == 0) lap_start_ns_ = now;
+  if (lap_keys_ == keys_) {
+    covered_from_.store(lap_start_ns_, std::memory_order_relaxed);
+    lap_keys_ = 0;
+  }
 }
 
 bool DeliveryWorker::Call(bool admit, int64_t* sent, int64_t* answered) {
@@ -127,7 +140,7 @@ void DeliveryWorker::RecordError(const grpc::Status& s) {
 }
 
 void DeliveryWorker::Deliver(int64_t start) {
-  const bool measured = start >= clock_->measure_from_ns;
+  const bool measured = start >= clock_->measure_from();
   const int victim = NextKey(start);
   int64_t a0 = 0, a1 = 0;
   if (!Call(/*admit=*/true, &a0, &a1)) return;

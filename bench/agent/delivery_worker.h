@@ -17,11 +17,14 @@
 //
 // Stats count the deliveries that start in the measured window
 // [measure_from, end); records (every Admit and failure report on a
-// victim) are kept for the whole run. Used by one thread; read after Run.
+// victim) are kept for the whole run. Used by one thread; read after Run,
+// except covered_since(), which any thread may call while it runs.
 #ifndef STAGGER_BENCH_AGENT_DELIVERY_WORKER_H_
 #define STAGGER_BENCH_AGENT_DELIVERY_WORKER_H_
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,10 +41,17 @@ namespace stagger::bench {
 
 int64_t NowNs();  // steady clock
 
-// The run's timeline, shared by every worker (read-only while they run).
+// The run's timeline, shared by every worker. The driver may set it while
+// they run (the warm-up ends when they have each covered their keys), so
+// both instants are atomic; until set they lie in the far future.
 struct DriveClock {
-  int64_t measure_from_ns = 0;
-  int64_t end_ns = 0;
+  static constexpr int64_t kUnset = int64_t{1} << 62;
+  std::atomic<int64_t> measure_from_ns{kUnset};
+  std::atomic<int64_t> end_ns{kUnset};
+  int64_t measure_from() const {
+    return measure_from_ns.load(std::memory_order_relaxed);
+  }
+  int64_t end() const { return end_ns.load(std::memory_order_relaxed); }
 };
 
 struct WorkerOptions {
@@ -82,8 +92,13 @@ class DeliveryWorker {
   DeliveryWorker(WorkerOptions options, const DriveClock* clock);
   // Opens the channel; false if it is not connected within `timeout`.
   bool Connect(absl::Duration timeout);
-  void Run();  // until clock->end_ns
+  void Run();  // until clock->end()
   WorkerStats& stats() { return stats_; }
+  // Whether every background key of this worker has had a delivery that
+  // started at or after `t` (steady ns). Thread-safe.
+  bool covered_since(int64_t t) const {
+    return covered_from_.load(std::memory_order_relaxed) >= t;
+  }
 
  private:
   // One delivery started at `start`.
@@ -91,6 +106,8 @@ class DeliveryWorker {
   // The key of the next delivery into admit_ and report_; the victim it is
   // on, or -1.
   int NextKey(int64_t now);
+  // One more background key of the current lap, at `now`.
+  void CountLap(int64_t now);
   bool Call(bool admit, int64_t* sent, int64_t* answered);
   void RecordError(const grpc::Status& s);
 
@@ -103,6 +120,12 @@ class DeliveryWorker {
   v1::ReportResponse report_resp_;
   char key_buf_[kKeyBufferBytes];
   int64_t next_key_;
+  // Background keys this worker cycles over, and where its current lap
+  // (from first_key back to it) started; the start of the last full lap.
+  int64_t keys_ = 1;
+  int64_t lap_keys_ = 0;
+  int64_t lap_start_ns_ = 0;
+  std::atomic<int64_t> covered_from_{std::numeric_limits<int64_t>::min()};
   double victim_credit_ = 0;
   uint64_t victim_picks_ = 0;  // deliveries on victims so far
   uint64_t focus_turn_ = 0;    // round-robin over the victims in focus

@@ -4,8 +4,10 @@
 //
 // --threads workers (delivery_worker.h), each with its own connection to
 // one of --targets (worker i to target i mod N), share --rate deliveries/s
-// (0: closed loop, as fast as they go). Deliveries run for --warmup, then
-// --duration is measured. With --coordinator_metrics (and
+// (0: closed loop, as fast as they go). Deliveries run for --warmup (with
+// --warmup_covers, until every worker has also delivered to each of its keys
+// once since then), then --duration is measured. With --coordinator_metrics
+// (and
 // --coordinator_pid), staggerd is sampled as the measured window opens and
 // again once the last delivery ended: its calls and CPU per delivery.
 // With --revoke, victim endpoints (victim_schedule.h) fail in turn during
@@ -35,6 +37,8 @@
 #include "bench/agent/coordinator_sample.h"
 #include "bench/agent/delivery_worker.h"
 #include "bench/agent/revoke_analysis.h"
+#include "core/engine/decision.h"
+#include "stagger/v1/coordinator.pb.h"
 
 ABSL_FLAG(std::string, targets, "",
           "comma-separated targets (unix:/path of agents, or host:port of "
@@ -44,6 +48,9 @@ ABSL_FLAG(double, rate, 0,
           "offered deliveries per second over all workers; 0: closed loop");
 ABSL_FLAG(int64_t, endpoints, 1000, "background endpoint keys, >= 1");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(3), "unmeasured time first");
+ABSL_FLAG(bool, warmup_covers, false,
+          "the warm-up also lasts until every worker has delivered to each "
+          "of its keys once after --warmup (at most 60 s more)");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measured time");
 ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(5), "deadline per call");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(20),
@@ -62,8 +69,11 @@ ABSL_FLAG(absl::Duration, victim_up, absl::Milliseconds(800),
           "--revoke: its recovered phase (probes close the breaker)");
 ABSL_FLAG(absl::Duration, victim_spacing, absl::Milliseconds(250),
           "--revoke: between the starts of consecutive victims");
-ABSL_FLAG(double, victim_share, 0.75,
+ABSL_FLAG(double, victim_share, 0.5,
           "--revoke: share of deliveries on the victims driven now, [0, 1]");
+ABSL_FLAG(std::string, victim_log, "",
+          "--revoke: write each tripped victim's result, and the local "
+          "answers on it after open_lo, to this file");
 ABSL_FLAG(int, half_open_probes, 5,
           "--revoke: staggerd's breaker.half_open_probes (the quota checked)");
 
@@ -76,6 +86,7 @@ struct Options {
   double rate = 0;
   int64_t endpoints = 1;
   absl::Duration warmup, duration, call_timeout, connect_timeout;
+  bool warmup_covers = false;
   std::string metrics;
   int pid = 0;
   std::vector<int> agent_pids;
@@ -83,6 +94,7 @@ struct Options {
   VictimSchedule victims;  // durations only; start and count set at run
   double victim_share = 0;
   int half_open_probes = 1;
+  std::string victim_log;
 };
 
 std::optional<std::string> ReadVictimFlags(Options* o) {
@@ -94,6 +106,7 @@ std::optional<std::string> ReadVictimFlags(Options* o) {
       absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_victim_spacing));
   o->victim_share = absl::GetFlag(FLAGS_victim_share);
   o->half_open_probes = absl::GetFlag(FLAGS_half_open_probes);
+  o->victim_log = absl::GetFlag(FLAGS_victim_log);
   if (o->victims.warm_ns <= 0 || o->victims.down_ns <= 0 ||
       o->victims.up_ns <= 0 || o->victims.spacing_ns <= 0) {
     return "--victim_warm, --victim_down, --victim_up and --victim_spacing "
@@ -116,6 +129,7 @@ std::optional<std::string> ReadFlags(Options* o) {
   o->rate = absl::GetFlag(FLAGS_rate);
   o->endpoints = absl::GetFlag(FLAGS_endpoints);
   o->warmup = absl::GetFlag(FLAGS_warmup);
+  o->warmup_covers = absl::GetFlag(FLAGS_warmup_covers);
   o->duration = absl::GetFlag(FLAGS_duration);
   o->call_timeout = absl::GetFlag(FLAGS_call_timeout);
   o->connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
@@ -138,6 +152,10 @@ std::optional<std::string> ReadFlags(Options* o) {
   if (o->pid != 0 && o->metrics.empty()) {
     return "--coordinator_pid needs --coordinator_metrics";
   }
+  if (o->warmup_covers && absl::GetFlag(FLAGS_revoke)) {
+    return "--warmup_covers and --revoke: the victims' schedule starts at a "
+           "fixed time; use --warmup alone with --revoke";
+  }
   return ReadVictimFlags(o);
 }
 
@@ -153,6 +171,7 @@ struct Window {
   std::optional<CoordinatorSample> before, after;
   double agent_cpu = 0;   // seconds over the window, all agents
   double driver_cpu = 0;  // seconds over the window
+  double warmup_seconds = 0;
 };
 
 std::vector<std::unique_ptr<DeliveryWorker>> MakeWorkers(
@@ -191,16 +210,38 @@ bool ConnectAll(const Options& o,
   return true;
 }
 
-// Runs the workers over the clock; samples the coordinator (and the CPU
-// times) when the measured window opens and once every worker is done.
-// False (after a message) if a sample failed.
-bool Drive(const Options& o, const DriveClock& clock,
+// Waits out the warm-up, which ends at `warm_end` or, with
+// --warmup_covers, once every worker has covered its keys since then (at
+// most kMaxCover later); then opens the measured window.
+void EndWarmup(const Options& o, int64_t warm_end, DriveClock& clock,
+               const std::vector<std::unique_ptr<DeliveryWorker>>& workers) {
+  constexpr int64_t kMaxCover = int64_t{60} * 1000 * 1000 * 1000;
+  absl::SleepFor(absl::Nanoseconds(warm_end - NowNs()));
+  if (!o.warmup_covers) return;  // the window was set before the start
+  const auto covered = [&] {
+    for (const auto& w : workers) {
+      if (!w->covered_since(warm_end)) return false;
+    }
+    return true;
+  };
+  while (!covered() && NowNs() < warm_end + kMaxCover) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const int64_t from = NowNs();
+  clock.end_ns.store(from + absl::ToInt64Nanoseconds(o.duration));
+  clock.measure_from_ns.store(from);
+}
+
+// Runs the workers; samples the coordinator (and the CPU times) when the
+// measured window opens and once every worker is done. False (after a
+// message) if a sample failed.
+bool Drive(const Options& o, int64_t warm_end, DriveClock& clock,
            std::vector<std::unique_ptr<DeliveryWorker>>& workers, Window* w) {
   std::vector<std::thread> threads;
   for (auto& worker : workers) {
     threads.emplace_back([&worker] { worker->Run(); });
   }
-  absl::SleepFor(absl::Nanoseconds(clock.measure_from_ns - NowNs()));
+  EndWarmup(o, warm_end, clock, workers);
   std::string failed;
   const auto sample = [&](std::optional<CoordinatorSample>* out) {
     if (o.metrics.empty()) return;
@@ -235,20 +276,21 @@ std::string LoadFields(const Options& o, const WorkerStats& s,
   const double per = s.delivered > 0 ? 1e6 / static_cast<double>(s.delivered)
                                      : 0;
   return absl::StrFormat(
-      "targets=%d threads=%d offered_per_sec=%.0f achieved_per_sec=%.0f "
-      "seconds=%.1f started=%d delivered=%d local_admit_share=%.4f "
+      "targets=%d threads=%d offered_per_sec=%.0f started_per_sec=%.0f "
+      "achieved_per_sec=%.0f seconds=%.1f started=%d delivered=%d local_admit_share=%.4f "
       "not_admitted=%d failed=%d unexpected=%d errors=%d "
       "delivery_p50_us=%s delivery_p99_us=%s admit_p50_us=%s admit_p99_us=%s "
       "report_p50_us=%s report_p99_us=%s driver_cpu_us_per_delivery=%.1f "
-      "agent_cpu_us_per_delivery=%.1f",
-      o.targets.size(), o.threads, o.rate, s.delivered / secs, secs,
+      "agent_cpu_us_per_delivery=%.1f warmup_seconds=%.1f",
+      o.targets.size(), o.threads, o.rate, s.started / secs,
+      s.delivered / secs, secs,
       s.started, s.delivered,
       s.started > 0 ? static_cast<double>(s.local_admits) / s.started : 0.0,
       s.not_admitted, s.failed, s.unexpected, s.errors,
       Us(s.delivery.Quantile(0.5)), Us(s.delivery.Quantile(0.99)),
       Us(s.admit.Quantile(0.5)), Us(s.admit.Quantile(0.99)),
       Us(s.report.Quantile(0.5)), Us(s.report.Quantile(0.99)),
-      w.driver_cpu * per, w.agent_cpu * per);
+      w.driver_cpu * per, w.agent_cpu * per, w.warmup_seconds);
 }
 
 // staggerd's cost over the window, per delivery.
@@ -281,6 +323,34 @@ std::string RevokeFields(const RevokeStats& r, int quota) {
       r.probe_max_per_period, quota, r.probe_overshoot);
 }
 
+// The victims one by one (times in ms from the victim's down phase, or
+// from open_lo for the local answers after it), for a look at the tail.
+bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
+                    const RevokeStats& r, const std::vector<AdmitRecord>& a) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::fprintf(f, "# victim open_lo open_hi open_call_ms revoke_ms leaked "
+                  "holders | agent send recv (ms after open_lo) ...\n");
+  for (const VictimResult& v : r.per_victim) {
+    const int64_t down = s.DownFrom(v.victim);
+    std::fprintf(f, "%d %.2f %.2f %.2f %.2f %lld %d |", v.victim,
+                 ms(v.open_lo - down), ms(v.open_hi - down),
+                 ms(v.open_call_ns), ms(v.last_local - v.open_lo),
+                 static_cast<long long>(v.leaked), v.holders);
+    for (const AdmitRecord& x : a) {
+      if (x.victim == v.victim && x.verdict == v1::PROCEED &&
+          x.admission == engine::kLocalAdmission && x.recv_ns > v.open_lo &&
+          x.send_ns < s.UpFrom(v.victim)) {
+        std::fprintf(f, " %d:%.2f:%.2f", x.agent, ms(x.send_ns - v.open_lo),
+                     ms(x.recv_ns - v.open_lo));
+      }
+    }
+    std::fprintf(f, "\n");
+  }
+  return std::fclose(f) == 0;
+}
+
 int Main() {
   Options o;
   if (std::optional<std::string> err = ReadFlags(&o)) {
@@ -292,24 +362,36 @@ int Main() {
   auto workers = MakeWorkers(o, &clock, o.revoke ? &victims : nullptr);
   if (!ConnectAll(o, workers)) return 2;
   const int64_t window = absl::ToInt64Nanoseconds(o.duration);
-  clock.measure_from_ns = NowNs() + absl::ToInt64Nanoseconds(o.warmup);
-  clock.end_ns = clock.measure_from_ns + window;
-  victims.start_ns = clock.measure_from_ns;
+  const int64_t warm_end = NowNs() + absl::ToInt64Nanoseconds(o.warmup);
+  if (!o.warmup_covers) {
+    clock.measure_from_ns.store(warm_end);
+    clock.end_ns.store(warm_end + window);
+  }
+  victims.start_ns = warm_end;
   victims.count = o.revoke ? VictimSchedule::CountFor(
                                  window, victims.warm_ns + victims.down_ns +
                                              victims.up_ns,
                                  victims.spacing_ns)
                            : 0;
   Window w;
-  const bool sampled = Drive(o, clock, workers, &w);
+  const bool sampled = Drive(o, warm_end, clock, workers, &w);
   WorkerStats all;
   for (auto& worker : workers) all.Merge(worker->stats());
+  w.warmup_seconds =
+      static_cast<double>(clock.measure_from() - warm_end) / 1e9 +
+      absl::ToDoubleSeconds(o.warmup);
   std::string line = absl::StrCat("result ", LoadFields(o, all, w),
                                   CoordinatorFields(all, w));
   std::optional<RevokeStats> r;
   if (o.revoke) {
     r = AnalyzeRevokes(victims, all.admits, all.failures, o.half_open_probes);
     absl::StrAppend(&line, RevokeFields(*r, o.half_open_probes));
+    if (!o.victim_log.empty() &&
+        !WriteVictimLog(o.victim_log, victims, *r, all.admits)) {
+      std::fprintf(stderr, "stagger-agent-load: cannot write --victim_log %s\n",
+                   o.victim_log.c_str());
+      return 2;
+    }
   }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

@@ -40,9 +40,9 @@ std::vector<VictimRecords> ByVictim(const VictimSchedule& s,
   return out;
 }
 
-// One victim's part of the stats; false if it did not trip.
+// One victim's result; false if it did not trip.
 bool AnalyzeVictim(const VictimSchedule& s, int v, const VictimRecords& r,
-                   RevokeStats* out) {
+                   VictimResult* out) {
   int64_t open_lo = kNever, open_hi = kNever, open_call = 0;
   for (const FailureRecord* f : r.failures) {
     if (f->reason != v1::CIRCUIT_OPEN) continue;
@@ -55,20 +55,19 @@ bool AnalyzeVictim(const VictimSchedule& s, int v, const VictimRecords& r,
   if (open_lo == kNever) return false;
   const int64_t up = s.UpFrom(v);
   int64_t last_local = open_lo;  // no local answer after it: 0 ms
+  int64_t leaked = 0;
   std::set<int> holders;
   for (const AdmitRecord* a : r.admits) {
     if (!LocalProceed(*a) || a->send_ns >= up) continue;
     last_local = std::max(last_local, a->recv_ns);
-    if (a->send_ns > open_hi) ++out->leaked;
+    if (a->send_ns > open_hi) ++leaked;
     if (a->recv_ns <= open_lo &&
         a->recv_ns > open_lo - RevokeStats::kHolderWindowNs) {
       holders.insert(a->agent);
     }
   }
-  out->revoke_ms.push_back(
-      static_cast<double>(last_local - open_lo) / 1e6);
-  out->open_report_ms.push_back(static_cast<double>(open_call) / 1e6);
-  out->mean_holders += static_cast<double>(holders.size());
+  *out = {v,          open_lo, open_hi, open_call,
+          last_local, leaked,  static_cast<int>(holders.size())};
   return true;
 }
 
@@ -117,7 +116,15 @@ RevokeStats AnalyzeRevokes(const VictimSchedule& schedule,
   out.victims = schedule.count;
   const std::vector<VictimRecords> by = ByVictim(schedule, admits, failures);
   for (int v = 0; v < schedule.count; ++v) {
-    if (AnalyzeVictim(schedule, v, by[v], &out)) ++out.tripped;
+    VictimResult r;
+    if (!AnalyzeVictim(schedule, v, by[v], &r)) continue;
+    ++out.tripped;
+    out.revoke_ms.push_back(static_cast<double>(r.last_local - r.open_lo) /
+                            1e6);
+    out.open_report_ms.push_back(static_cast<double>(r.open_call_ns) / 1e6);
+    out.leaked += r.leaked;
+    out.mean_holders += r.holders;
+    out.per_victim.push_back(r);
   }
   if (out.tripped > 0) out.mean_holders /= out.tripped;
   AnalyzeProbes(admits, half_open_probes, &out);

@@ -53,6 +53,17 @@ struct FailureRecord {
   int reason = 0;  // of the answer, v1::Reason
 };
 
+// One tripped victim (times: steady ns).
+struct VictimResult {
+  int victim = 0;
+  int64_t open_lo = 0;
+  int64_t open_hi = 0;
+  int64_t open_call_ns = 0;  // the earliest opening report's call
+  int64_t last_local = 0;    // >= open_lo
+  int64_t leaked = 0;
+  int holders = 0;
+};
+
 struct RevokeStats {
   static constexpr int64_t kHolderWindowNs = 250 * 1000 * 1000;
 
@@ -66,6 +77,7 @@ struct RevokeStats {
   int probe_max_in_flight = 0;
   int probe_max_per_period = 0;
   int probe_overshoot = 0;  // periods over `half_open_probes`
+  std::vector<VictimResult> per_victim;  // the tripped ones
 };
 
 RevokeStats AnalyzeRevokes(const VictimSchedule& schedule,

@@ -47,8 +47,8 @@ struct VictimSchedule {
   // The victims near their failure at `t`, from kFocusBeforeNs before
   // their down phase to kFocusAfterNs into it: the moments the revoke
   // benchmark measures, which get most of the victims' traffic.
-  static constexpr int64_t kFocusBeforeNs = 100 * 1000 * 1000;
-  static constexpr int64_t kFocusAfterNs = 200 * 1000 * 1000;
+  static constexpr int64_t kFocusBeforeNs = 150 * 1000 * 1000;
+  static constexpr int64_t kFocusAfterNs = 50 * 1000 * 1000;
   void FocusAt(int64_t t, int* first, int* last) const {
     Within(t, warm_ns - kFocusBeforeNs, kFocusBeforeNs + kFocusAfterNs, first,
            last);

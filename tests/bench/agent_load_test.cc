@@ -40,11 +40,11 @@ TEST(VictimScheduleTest, ActiveVictimsAndPhases) {
   s.ActiveAt(1650 * kMs, &first, &last);
   EXPECT_EQ(first, 1);
   EXPECT_EQ(last, 7);
-  // In focus: from 100 ms before the down phase to 200 ms into it, i.e.
-  // StartOf(v) + 100 <= t < StartOf(v) + 400: at 1650 ms victims 3..5.
+  // In focus: from 150 ms before the down phase to 50 ms into it, i.e.
+  // StartOf(v) + 50 <= t < StartOf(v) + 250: at 1650 ms victims 5 and 6.
   s.FocusAt(1650 * kMs, &first, &last);
-  EXPECT_EQ(first, 3);
-  EXPECT_EQ(last, 6);
+  EXPECT_EQ(first, 5);
+  EXPECT_EQ(last, 7);
   s.ActiveAt(5000 * kMs, &first, &last);  // all over
   EXPECT_EQ(first, last);
   EXPECT_FALSE(s.IsDown(2, 1399 * kMs));
