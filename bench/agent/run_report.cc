@@ -1,0 +1,94 @@
+#include "bench/agent/run_report.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "core/engine/decision.h"
+#include "stagger/v1/coordinator.pb.h"
+
+namespace stagger::bench {
+namespace {
+
+std::string Us(int64_t ns) { return absl::StrFormat("%.1f", ns / 1000.0); }
+
+}  // namespace
+
+std::string LoadFields(const RunShape& o, const WorkerStats& s,
+                       const Window& w) {
+  const double secs = o.seconds;
+  const double per = s.delivered > 0 ? 1e6 / static_cast<double>(s.delivered)
+                                     : 0;
+  return absl::StrFormat(
+      "targets=%d threads=%d offered_per_sec=%.0f started_per_sec=%.0f "
+      "achieved_per_sec=%.0f seconds=%.1f started=%d delivered=%d local_admit_share=%.4f "
+      "not_admitted=%d failed=%d unexpected=%d errors=%d "
+      "delivery_p50_us=%s delivery_p99_us=%s admit_p50_us=%s admit_p99_us=%s "
+      "report_p50_us=%s report_p99_us=%s driver_cpu_us_per_delivery=%.1f "
+      "agent_cpu_us_per_delivery=%.1f warmup_seconds=%.1f",
+      o.targets, o.threads, o.rate, s.started / secs,
+      s.delivered / secs, secs,
+      s.started, s.delivered,
+      s.started > 0 ? static_cast<double>(s.local_admits) / s.started : 0.0,
+      s.not_admitted, s.failed, s.unexpected, s.errors,
+      Us(s.delivery.Quantile(0.5)), Us(s.delivery.Quantile(0.99)),
+      Us(s.admit.Quantile(0.5)), Us(s.admit.Quantile(0.99)),
+      Us(s.report.Quantile(0.5)), Us(s.report.Quantile(0.99)),
+      w.driver_cpu * per, w.agent_cpu * per, w.warmup_seconds);
+}
+
+std::string CoordinatorFields(const WorkerStats& s, const Window& w) {
+  if (!w.before.has_value() || !w.after.has_value()) return "";
+  const CoordinatorSample& a = *w.before;
+  const CoordinatorSample& b = *w.after;
+  const double d = static_cast<double>(s.delivered);
+  const double calls = b.calls() - a.calls();
+  return absl::StrFormat(
+      " coordinator_calls=%.0f coordinator_rpcs=%.0f sync_in=%.0f "
+      "sync_out=%.0f coordinator_decisions=%.0f calls_per_delivery=%.4f "
+      "coordinator_cpu_us_per_delivery=%.2f",
+      calls, b.rpcs - a.rpcs, b.sync_in - a.sync_in, b.sync_out - a.sync_out,
+      b.decisions - a.decisions, d > 0 ? calls / d : 0.0,
+      d > 0 ? (b.cpu_seconds - a.cpu_seconds) * 1e6 / d : 0.0);
+}
+
+std::string RevokeFields(const RevokeStats& r, int quota) {
+  return absl::StrFormat(
+      " victims=%d tripped=%d revoke_p50_ms=%.2f revoke_p99_ms=%.2f "
+      "revoke_max_ms=%.2f open_report_p50_ms=%.2f open_report_p99_ms=%.2f "
+      "leaked_after_open=%d lease_holders_at_open=%.2f probe_periods=%d "
+      "probe_max_in_flight=%d probe_max_per_period=%d half_open_probes=%d "
+      "probe_overshoot=%d",
+      r.victims, r.tripped, Quantile(r.revoke_ms, 0.5),
+      Quantile(r.revoke_ms, 0.99), Quantile(r.revoke_ms, 1.0),
+      Quantile(r.open_report_ms, 0.5), Quantile(r.open_report_ms, 0.99),
+      r.leaked, r.mean_holders, r.probe_periods, r.probe_max_in_flight,
+      r.probe_max_per_period, quota, r.probe_overshoot);
+}
+
+bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
+                    const RevokeStats& r, const std::vector<AdmitRecord>& a) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::fprintf(f, "# victim open_lo open_hi open_call_ms revoke_ms leaked "
+                  "holders | agent send recv (ms after open_lo) ...\n");
+  for (const VictimResult& v : r.per_victim) {
+    const int64_t down = s.DownFrom(v.victim);
+    std::fprintf(f, "%d %.2f %.2f %.2f %.2f %lld %d |", v.victim,
+                 ms(v.open_lo - down), ms(v.open_hi - down),
+                 ms(v.open_call_ns), ms(v.last_local - v.open_lo),
+                 static_cast<long long>(v.leaked), v.holders);
+    for (const AdmitRecord& x : a) {
+      if (x.victim == v.victim && x.verdict == v1::PROCEED &&
+          x.admission == engine::kLocalAdmission && x.recv_ns > v.open_lo &&
+          x.send_ns < s.UpFrom(v.victim)) {
+        std::fprintf(f, " %d:%.2f:%.2f", x.agent, ms(x.send_ns - v.open_lo),
+                     ms(x.recv_ns - v.open_lo));
+      }
+    }
+    std::fprintf(f, "\n");
+  }
+  return std::fclose(f) == 0;
+}
+
+}  // namespace stagger::bench

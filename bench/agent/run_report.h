@@ -1,0 +1,51 @@
+// The output of stagger-agent-load: the fields of its result line
+// (bench/agent/README.md defines each) and the revoke benchmark's victim
+// log.
+#ifndef STAGGER_BENCH_AGENT_RUN_REPORT_H_
+#define STAGGER_BENCH_AGENT_RUN_REPORT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/agent/coordinator_sample.h"
+#include "bench/agent/delivery_worker.h"
+#include "bench/agent/revoke_analysis.h"
+#include "bench/agent/victim_schedule.h"
+
+namespace stagger::bench {
+
+// What one run measured, besides the workers' stats.
+struct Window {
+  std::optional<CoordinatorSample> before, after;  // staggerd, if sampled
+  double agent_cpu = 0;   // seconds over the window, all agents
+  double driver_cpu = 0;  // seconds over the window
+  double warmup_seconds = 0;
+};
+
+// The run's set-up, as printed.
+struct RunShape {
+  int targets = 0;
+  int threads = 0;
+  double rate = 0;     // offered deliveries/s, 0: closed loop
+  double seconds = 0;  // the measured window
+};
+
+// The fields every run prints: rates, counts, latencies, CPU.
+std::string LoadFields(const RunShape& o, const WorkerStats& s,
+                       const Window& w);
+// staggerd's cost over the window, per delivery (" key=value..."; empty
+// if it was not sampled).
+std::string CoordinatorFields(const WorkerStats& s, const Window& w);
+// The revoke analysis (" key=value...").
+std::string RevokeFields(const RevokeStats& r, int quota);
+
+// Writes the tripped victims one by one (times in ms from the victim's
+// down phase, or from open_lo for the local answers after it), for a look
+// at the tail. False if the file cannot be written.
+bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
+                    const RevokeStats& r, const std::vector<AdmitRecord>& a);
+
+}  // namespace stagger::bench
+
+#endif  // STAGGER_BENCH_AGENT_RUN_REPORT_H_
