@@ -23,7 +23,9 @@
 #   4. latency: LAT_REPEAT rounds, agents then direct, at a quarter of the
 #      capacity (a light load: latency, not queueing on the two shared CPUs),
 #      on LAT_ENDPOINTS endpoints (every agent's leases stay live at that
-#      rate: the lease path is what is compared).
+#      rate: the lease path is what is compared). Each round also sends the
+#      same load through the first agent alone (the other three idle): the
+#      agents' count on two CPUs apart from the path itself.
 #   5. revoke: victims failing in turn at half the capacity (--revoke),
 #      beside LAT_ENDPOINTS healthy ones.
 # Stops every process it started. Prints progress on stderr and, last, one
@@ -174,7 +176,7 @@ drive calls-direct --targets="127.0.0.1:$sd_port" --rate="$rate" --warmup=1s --d
 calls_direct=$line
 
 # 4. Latency at a quarter of the capacity, alternating.
-lat_a50=() lat_a99=() lat_d50=() lat_d99=()
+lat_a50=() lat_a99=() lat_d50=() lat_d99=() lat_o50=() lat_o99=()
 lat=(--rate="$light" --endpoints="$lat_endpoints" --warmup=1s --duration="$lat_duration")
 for r in $(seq 1 "$lat_repeat"); do
   say "latency round $r/$lat_repeat at $light/s, $lat_endpoints endpoints ..."
@@ -182,7 +184,10 @@ for r in $(seq 1 "$lat_repeat"); do
   lat_a50+=("$(field delivery_p50_us "$line")"); lat_a99+=("$(field delivery_p99_us "$line")")
   drive "lat-direct-$r" --targets="127.0.0.1:$sd_port" "${lat[@]}"
   lat_d50+=("$(field delivery_p50_us "$line")"); lat_d99+=("$(field delivery_p99_us "$line")")
+  drive "lat-one-agent-$r" --targets="${socks[0]}" --warmup_covers "${lat[@]}"
+  lat_o50+=("$(field delivery_p50_us "$line")"); lat_o99+=("$(field delivery_p99_us "$line")")
 done
+o50=$(printf '%s\n' "${lat_o50[@]}" | median) o99=$(printf '%s\n' "${lat_o99[@]}" | median)
 a50=$(printf '%s\n' "${lat_a50[@]}" | median) a99=$(printf '%s\n' "${lat_a99[@]}" | median)
 d50=$(printf '%s\n' "${lat_d50[@]}" | median) d99=$(printf '%s\n' "${lat_d99[@]}" | median)
 
@@ -216,6 +221,8 @@ printf ' calls_warmup_s=%s lat_local_admit_share=%s' "$(field warmup_seconds "$c
 printf ' lat_endpoints=%s capacity=%s moderate=%s light=%s lat_agent_p50_us=%s lat_agent_p99_us=%s lat_direct_p50_us=%s lat_direct_p99_us=%s' \
   "$lat_endpoints" "$capacity" "$moderate" "$light" "$a50" "$a99" "$d50" "$d99"
 printf ' agent_latency_p50_ratio=%s agent_latency_p99_ratio=%s' "$(ratio "$a50" "$d50")" "$(ratio "$a99" "$d99")"
+printf ' lat_one_agent_p50_us=%s lat_one_agent_p99_us=%s one_agent_latency_p50_ratio=%s one_agent_latency_p99_ratio=%s' \
+  "$o50" "$o99" "$(ratio "$o50" "$d50")" "$(ratio "$o99" "$d99")"
 for k in started_per_sec victims tripped revoke_p50_ms revoke_p99_ms revoke_max_ms \
     open_report_p99_ms leaked_after_open lease_holders_at_open probe_periods \
     probe_max_in_flight probe_max_per_period half_open_probes probe_overshoot; do

@@ -15,7 +15,7 @@ trap 'rm -rf "$logs"' EXIT
 out=$(AGENTS=2 AGENT_ENDPOINTS=20 AGENT_THREADS=4 RATE=200 LEASE_TTL=1s \
       FLUSH_INTERVAL=100ms CALLS_DURATION=2s CAP_DURATION=1s LAT_DURATION=1s \
       LAT_REPEAT=1 REVOKE_DURATION=4s "$1" "$2" "$logs") || {
-  for f in "$logs"/*.err "$logs"/*.stderr; do echo "== $f"; tail -n 20 "$f"; done >&2
+  for f in "$logs"/*; do echo "== $f"; tail -n 20 "$f"; done >&2
   exit 1
 }
 line=$(grep '^agent_bench ' <<<"$out" | tail -n1)
@@ -26,6 +26,7 @@ number='^-?[0-9]+(\.[0-9]+)?$'
 for k in achieved_agents achieved_direct calls_per_delivery \
     direct_calls_per_delivery sd_cpu_us_agents sd_cpu_us_direct capacity \
     lat_agent_p50_us lat_agent_p99_us lat_direct_p50_us lat_direct_p99_us \
+    lat_one_agent_p50_us scaled_calls_per_delivery \
     revoke_victims revoke_tripped revoke_p99_ms revoke_leaked_after_open \
     revoke_probe_periods revoke_probe_max_in_flight revoke_probe_overshoot; do
   [[ $(field "$k") =~ $number ]] || fail "$k is \"$(field "$k")\", not a number"
