@@ -35,7 +35,7 @@
 # Environment (defaults in brackets):
 #   AGENTS [4]  AGENT_ENDPOINTS [1000]  AGENT_THREADS [32]  RATE [5000]
 #   LEASE_TTL [5s]  FLUSH_INTERVAL [500ms] (the agents')
-#   CALLS_DURATION [10s]  CAP_DURATION [3s]  LAT_DURATION [4s]
+#   CALLS_DURATION [10s]  CAP_DURATION [3s]  LAT_DURATION [5s]
 #   LAT_REPEAT [3]  LAT_ENDPOINTS [100]  REVOKE_DURATION [25s]
 #   BREAKER_FAILURES [1] consecutive failures that open a breaker
 #   HALF_OPEN_PROBES [5]  OPEN_BASE_MS [200]
@@ -54,7 +54,7 @@ lease_ttl=${LEASE_TTL:-5s}
 flush=${FLUSH_INTERVAL:-500ms}
 calls_duration=${CALLS_DURATION:-10s}
 cap_duration=${CAP_DURATION:-3s}
-lat_duration=${LAT_DURATION:-4s}
+lat_duration=${LAT_DURATION:-5s}
 lat_repeat=${LAT_REPEAT:-3}
 lat_endpoints=${LAT_ENDPOINTS:-100}
 revoke_duration=${REVOKE_DURATION:-25s}
