@@ -168,7 +168,7 @@ void DeliveryWorker::Deliver(int64_t start) {
   if (!ok) return;
   const v1::Decision& r = report_resp_.decision();
   if (fails) {
-    stats_.failures.push_back({victim, r0, r1, r.reason()});
+    stats_.failures.push_back({victim, o_.target_index, r0, r1, r.reason()});
     if (measured) ++stats_.failed;
     return;
   }

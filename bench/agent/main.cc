@@ -296,7 +296,8 @@ int Main() {
     r = AnalyzeRevokes(victims, all.admits, all.failures, o.half_open_probes);
     absl::StrAppend(&line, RevokeFields(*r, o.half_open_probes));
     if (!o.victim_log.empty() &&
-        !WriteVictimLog(o.victim_log, victims, *r, all.admits)) {
+        !WriteVictimLog(o.victim_log, victims, *r, all.admits,
+                        all.failures)) {
       std::fprintf(stderr, "stagger-agent-load: cannot write --victim_log %s\n",
                    o.victim_log.c_str());
       return 2;

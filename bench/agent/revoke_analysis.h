@@ -48,6 +48,7 @@ struct AdmitRecord {
 // One failure Report on a victim and its answer.
 struct FailureRecord {
   int victim = 0;
+  int agent = 0;  // index of the target the worker calls
   int64_t send_ns = 0;
   int64_t recv_ns = 0;
   int reason = 0;  // of the answer, v1::Reason

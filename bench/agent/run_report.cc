@@ -1,6 +1,8 @@
 #include "bench/agent/run_report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "core/engine/decision.h"
@@ -65,13 +67,52 @@ std::string RevokeFields(const RevokeStats& r, int quota) {
       r.probe_max_per_period, quota, r.probe_overshoot);
 }
 
+namespace {
+
+// Every call on one victim, in send order: "A agent send recv verdict reason
+// source" for Admits (source: local, coordinator, probe) and "F agent send
+// recv - reason -" for failure reports (ms after open_lo).
+void WriteDetail(std::FILE* f, const VictimResult& v,
+                 const std::vector<AdmitRecord>& admits,
+                 const std::vector<FailureRecord>& failures) {
+  const auto ms = [&v](int64_t ns) {
+    return static_cast<double>(ns - v.open_lo) / 1e6;
+  };
+  std::vector<std::pair<int64_t, std::string>> lines;
+  for (const AdmitRecord& x : admits) {
+    if (x.victim != v.victim) continue;
+    const char* src = x.admission == engine::kLocalAdmission ? "local"
+                      : (x.admission & engine::kProbeAdmissionBit) != 0
+                          ? "probe"
+                          : "coordinator";
+    lines.emplace_back(
+        x.send_ns, absl::StrFormat("  A %d %.2f %.2f %s %s %s\n", x.agent,
+                                   ms(x.send_ns), ms(x.recv_ns),
+                                   v1::Verdict_Name(x.verdict),
+                                   v1::Reason_Name(x.reason), src));
+  }
+  for (const FailureRecord& x : failures) {
+    if (x.victim != v.victim) continue;
+    lines.emplace_back(x.send_ns,
+                       absl::StrFormat("  F %d %.2f %.2f - %s -\n", x.agent,
+                                       ms(x.send_ns), ms(x.recv_ns),
+                                       v1::Reason_Name(x.reason)));
+  }
+  std::sort(lines.begin(), lines.end());
+  for (const auto& [t, line] : lines) std::fputs(line.c_str(), f);
+}
+
+}  // namespace
+
 bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
-                    const RevokeStats& r, const std::vector<AdmitRecord>& a) {
+                    const RevokeStats& r, const std::vector<AdmitRecord>& a,
+                    const std::vector<FailureRecord>& failures) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return false;
   const auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
   std::fprintf(f, "# victim open_lo open_hi open_call_ms revoke_ms leaked "
-                  "holders | agent send recv (ms after open_lo) ...\n");
+                  "holders | agent:send:recv of each local answer after "
+                  "open_lo (ms after it); victims with a leak: every call\n");
   for (const VictimResult& v : r.per_victim) {
     const int64_t down = s.DownFrom(v.victim);
     std::fprintf(f, "%d %.2f %.2f %.2f %.2f %lld %d |", v.victim,
@@ -87,6 +128,7 @@ bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
       }
     }
     std::fprintf(f, "\n");
+    if (v.leaked > 0) WriteDetail(f, v, a, failures);
   }
   return std::fclose(f) == 0;
 }

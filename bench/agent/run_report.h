@@ -41,10 +41,12 @@ std::string CoordinatorFields(const WorkerStats& s, const Window& w);
 std::string RevokeFields(const RevokeStats& r, int quota);
 
 // Writes the tripped victims one by one (times in ms from the victim's
-// down phase, or from open_lo for the local answers after it), for a look
-// at the tail. False if the file cannot be written.
+// down phase, or from open_lo for the local answers after it), and every
+// call on each victim with a leak, for a look at the tail. False if the
+// file cannot be written.
 bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
-                    const RevokeStats& r, const std::vector<AdmitRecord>& a);
+                    const RevokeStats& r, const std::vector<AdmitRecord>& a,
+                    const std::vector<FailureRecord>& failures);
 
 }  // namespace stagger::bench
 

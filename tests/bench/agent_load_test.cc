@@ -65,9 +65,9 @@ TEST(RevokeAnalysisTest, BoundsTheOpeningAndCountsLeaks) {
   // Victim 0 goes down at 1200 ms; its failure reports, the second and
   // third answered CIRCUIT_OPEN (sent at 1210 and 1205).
   const std::vector<FailureRecord> failures = {
-      {0, 1201 * kMs, 1203 * kMs, v1::BACKOFF},
-      {0, 1210 * kMs, 1212 * kMs, v1::CIRCUIT_OPEN},
-      {0, 1205 * kMs, 1215 * kMs, v1::CIRCUIT_OPEN}};
+      {0, 0, 1201 * kMs, 1203 * kMs, v1::BACKOFF},
+      {0, 1, 1210 * kMs, 1212 * kMs, v1::CIRCUIT_OPEN},
+      {0, 2, 1205 * kMs, 1215 * kMs, v1::CIRCUIT_OPEN}};
   std::vector<AdmitRecord> admits = {
       Local(0, 0, 900, 901), Local(0, 1, 950, 951),  // before (955, 1205]
       Local(0, 2, 1150, 1151), Local(0, 3, 1190, 1191),  // holders
@@ -92,7 +92,7 @@ TEST(RevokeAnalysisTest, NoLocalAnswerAfterTheOpeningIsZero) {
   const VictimSchedule s = Schedule(1);
   const RevokeStats r = AnalyzeRevokes(
       s, {Local(0, 0, 940, 945)},
-      {{0, 1250 * kMs, 1252 * kMs, v1::CIRCUIT_OPEN}}, 5);
+      {{0, 0, 1250 * kMs, 1252 * kMs, v1::CIRCUIT_OPEN}}, 5);
   ASSERT_EQ(r.revoke_ms.size(), 1u);
   EXPECT_DOUBLE_EQ(r.revoke_ms[0], 0.0);
   EXPECT_EQ(r.leaked, 0);
