@@ -113,8 +113,7 @@ absl::Status Engine::ValidateReport(const ReportInput& in) const {
 }
 
 template <typename Input, typename DecideFn>
-Decision Engine::DecideOn(const Input& in, bool after_failure,
-                          DecideFn decide) {
+auto Engine::DecideOn(const Input& in, bool after_failure, DecideFn decide) {
   const absl::Time now = clock_->Now();
   absl::BitGenRef rng = random_->Get();
   const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
@@ -141,6 +140,17 @@ absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
   return DecideOn(in, /*after_failure=*/false,
                   [](DecisionContext& c, const AdmitInput& a) {
                     return DecideAdmit(c, a);
+                  });
+}
+
+absl::StatusOr<WaitOutcome> Engine::AdmitWaiting(const AdmitInput& in,
+                                                 WaitState* w, WaitStep step) {
+  if (step == WaitStep::kArrive) {
+    if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+  }
+  return DecideOn(in, /*after_failure=*/false,
+                  [w, step](DecisionContext& c, const AdmitInput& a) {
+                    return DecideWaiting(c, a, *w, step);
                   });
 }
 

@@ -81,6 +81,13 @@ class Engine {
   absl::StatusOr<Decision> Admit(const AdmitInput& in);
   absl::StatusOr<Decision> Report(const ReportInput& in);
 
+  // Waiting admission (decision.h, "Waiting admission"): one step of a
+  // waiting call's life; `w` is its holder's (since/until set at kArrive).
+  // At kArrive the input is checked as Admit checks it (InvalidArgument
+  // naming the field, no state changed).
+  absl::StatusOr<WaitOutcome> AdmitWaiting(const AdmitInput& in, WaitState* w,
+                                           WaitStep step);
+
   // The checks Admit/Report make, without deciding (for batch validation).
   absl::Status ValidateAdmit(const AdmitInput& in) const;
   absl::Status ValidateReport(const ReportInput& in) const;
@@ -164,9 +171,10 @@ class Engine {
  private:
   // One decision on `in.endpoint`'s state under its shard's lock: builds
   // the decision context (now, effective deadline, randomness, pause) and
-  // hands it to `decide` (DecideAdmit or DecideReport). `in` is validated.
+  // hands it to `decide` (DecideAdmit, DecideReport or DecideWaiting);
+  // returns what it returns. `in` is validated.
   template <typename Input, typename DecideFn>
-  Decision DecideOn(const Input& in, bool after_failure, DecideFn decide);
+  auto DecideOn(const Input& in, bool after_failure, DecideFn decide);
 
   const Clock* clock_;
   RandomSource* random_;
