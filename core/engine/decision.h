@@ -157,6 +157,9 @@ struct WaitOutcome {
   std::optional<Decision> answer;      // set: answer now; else hold
   // Holding: look again by then at the latest (an event may come sooner).
   absl::Time recheck = absl::InfiniteFuture();
+  // Holding: the endpoint's gates hold it (the calls behind it in line are
+  // held too); false: only its own backoff does.
+  bool gated = true;
 };
 
 

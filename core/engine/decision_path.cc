@@ -113,7 +113,9 @@ void Admitted(DecisionContext& c, const AdmitInput& in, Decision* d) {
                      : kCoordinatorAdmission;
 }
 
-WaitOutcome Hold(absl::Time recheck) { return WaitOutcome{std::nullopt, recheck}; }
+WaitOutcome Hold(absl::Time recheck, bool gated = true) {
+  return WaitOutcome{std::nullopt, recheck, gated};
+}
 
 }  // namespace
 
@@ -149,7 +151,8 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
   }
   const bool recheck = step == WaitStep::kRecheck;
   if (recheck && w.backoff && LastEvidence(c.st, c.now) <= w.since) {
-    return Hold(w.until);  // no sign of recovery yet: the backoff stands
+    // No sign of recovery yet: its own backoff stands.
+    return Hold(w.until, /*gated=*/false);
   }
   c.waiting = true;
   c.recheck = recheck;
@@ -170,7 +173,7 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
                      Releasing(c.st, c.now);
     if (!now) {
       w.backoff = true;
-      return Hold(w.until);
+      return Hold(w.until, /*gated=*/false);
     }
   }
   if (a.verdict == Verdict::kProceed) {
