@@ -1,5 +1,5 @@
 // Sharding over three real staggerd replicas on loopback, through the
-// client library (issue 11, parts 1, 2 and the first three tests of 5).
+// client library.
 //
 //   * 10,000 keys spread within +-10% per replica; every one lands on its
 //     owner and no replica counts a misrouted request; a batch is split by

@@ -1,7 +1,7 @@
 // The product's claim, held by a test: on the whole scenario matrix
 // (bench/sim/matrix.h), with the engine on its own defaults, the
-// coordinated fleet meets the bar of issue 9 against the best independent
-// retry policy, on more than one seed. The only exceptions are the
+// coordinated fleet meets the bar (EvaluateBar, matrix.h) against the best
+// independent retry policy, on more than one seed. The only exceptions are the
 // criteria the README ("What the bar cannot have, and why") shows cannot
 // be met by any fleet that also meets the others; for those scenarios every
 // other criterion must still hold.

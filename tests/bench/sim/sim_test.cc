@@ -1,9 +1,11 @@
 // Tests for stagger-sim's core (bench/sim/sim.h, report.h): the accounting
-// (every attempt counted once, every delivery ends exactly once with a
-// reason, the virtual clock never goes back), determinism per seed, the
-// output formats, and — on a scenario scaled down tenfold — the orderings
-// issue 4 asks of the table. No real time passes anywhere: the simulator
-// runs on a virtual clock, so nothing here depends on the machine's speed.
+// (every attempt counted once, every delivery ends exactly once with a reason,
+// the virtual clock never goes back), determinism per seed, the output formats,
+// and — on a scenario scaled down tenfold — the orderings the table must show
+// (independent peaks falling from no backoff to the jittered policies, a budget
+// cutting waste tenfold, the coordinated row wasting least and losing nothing).
+// No real time passes anywhere: the simulator runs on a virtual clock, so
+// nothing here depends on the machine's speed.
 #include <algorithm>
 #include <map>
 #include <ostream>
@@ -35,9 +37,9 @@ engine::PolicyParams Seed000Engine() {
   return p;
 }
 
-// Seed 000's scenario scaled by 1/10: 1,000 deliveries, one worker process
-// (so each process's budget sees the same 1,000 deliveries as in the
-// default's 10 processes x 1,000), and the coordinated row's release rate
+// The default scenario (sim::Scenario) scaled by 1/10: 1,000 deliveries, one
+// worker process (so each process's budget sees the same 1,000 deliveries as in
+// the default's 10 processes x 1,000), and the coordinated row's release rate
 // scaled with the fleet (700/s -> 65/s). Outage, base, cap, horizon and
 // response time are the defaults.
 Scenario Small(uint64_t seed = 7) {
@@ -297,7 +299,7 @@ TEST(ScenarioTest, TheOpeningWaveEndsWhenRetryIntervalsOutgrowTheBucket) {
   EXPECT_EQ(OpeningWave(s), absl::Seconds(1));
 }
 
-// --- The orderings of issue 4, on the scaled-down scenario -----------------
+// --- The table's orderings, on the scaled-down scenario --------------------
 
 class OrderingTest : public ::testing::Test {
  protected:
@@ -391,7 +393,7 @@ TEST(CapacityTest, ALimitedEndpointBreaksPlainBackoffsHerdButNotStagger) {
 }
 
 TEST(CapacityTest, AFullSizeFleetAgainstAFiniteCapacityIsStillDelivered) {
-  // Seed 000's full scenario (10,000 deliveries, release rate 700/s) with
+  // The full default scenario (10,000 deliveries, release rate 700/s) with
   // an endpoint that answers only 500 or 300 attempts/s after recovery: the
   // parked backlog comes back faster than that, the overload 503s (no
   // Retry-After, below the breaker's ratio at 500/s) halve the engine's
