@@ -419,7 +419,7 @@ int RunMatrixMode(bool csv) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Simulates a fleet retrying against endpoints that are down for a "
-      "while (seed 000's benchmark) and prints one row per retry policy.\n"
+      "while and prints one row per retry policy.\n"
       "  stagger-sim [--format=csv] [--plot FILE.svg] [--seed N] ...\n"
       "  stagger-sim --scenario=KEY [...]   one scenario of the matrix\n"
       "  stagger-sim --matrix [--format=csv] [--seed=N | --seeds=A..B]\n"

@@ -29,7 +29,7 @@ using ::testing::HasSubstr;
 // a release pace of at most 700/s. Set explicitly, so that what the tests
 // assert does not move with the engine's defaults; the matrix
 // (matrix_test.cc) is where the defaults are measured.
-engine::PolicyParams Seed000Engine() {
+engine::PolicyParams PinnedEngine() {
   engine::PolicyParams p;
   p.breaker.open_base = absl::Seconds(1);
   p.breaker.open_max = absl::Seconds(4);
@@ -46,7 +46,7 @@ Scenario Small(uint64_t seed = 7) {
   Scenario s;
   s.subscriptions = 1000;
   s.workers = 1;
-  s.engine_policy = Seed000Engine();
+  s.engine_policy = PinnedEngine();
   s.engine_policy.deferral.release_rate_per_second = 65;
   s.seed = seed;
   return s;
@@ -187,7 +187,7 @@ TEST(RetryAfterTest, TheDownEndpointsRetryAfterIsHonouredAndNothingIsLost) {
   // past the horizon.
   Scenario s;
   s.endpoints[0].down_retry_after = absl::Seconds(5);
-  s.engine_policy = Seed000Engine();
+  s.engine_policy = PinnedEngine();
   absl::StatusOr<std::vector<PolicyResult>> rows =
       SimulateAll(s, {Policy::kExponential, Policy::kCoordinated});
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -314,7 +314,7 @@ class OrderingTest : public ::testing::Test {
 };
 std::vector<PolicyResult>* OrderingTest::rows_ = nullptr;
 
-TEST_F(OrderingTest, IndependentPeaksDuringTheOutageKeepTheSeedsOrder) {
+TEST_F(OrderingTest, OutagePeaksFallFromNoBackoffToJitter) {
   const double none = Get(Policy::kNoBackoff).peak_rps_outage;
   const double plain = Get(Policy::kExponential).peak_rps_outage;
   const double equal = Get(Policy::kEqualJitter).peak_rps_outage;
@@ -401,7 +401,7 @@ TEST(CapacityTest, AFullSizeFleetAgainstAFiniteCapacityIsStillDelivered) {
   // like full jitter does (before the adaptive pace: 54% and 20%).
   for (double capacity : {500.0, 300.0}) {
     Scenario s;
-    s.engine_policy = Seed000Engine();
+    s.engine_policy = PinnedEngine();
     s.endpoints[0].capacity_per_second = capacity;
     absl::StatusOr<PolicyResult> r = Simulate(s, Policy::kCoordinated);
     ASSERT_TRUE(r.ok()) << r.status();
