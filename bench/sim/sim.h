@@ -140,14 +140,14 @@ EndpointSpec OutageEndpoint(absl::Duration outage, double capacity_per_second = 
 std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
                                    int cycles);
 
-// The experiment. Its defaults are the default scenario (README.md, "Outage
-// simulator"): 10,000 deliveries created at t=0, one endpoint down in
-// [0, 20 s), then instantly healthy, no limit on concurrent workers. Four
-// attempts cannot outlast a 20 s outage at base 200 ms (they end within
-// ~3 s), so deliveries are bounded by a usefulness horizon (120 s) and a
-// generous attempt limit (50) instead: enough for every backoff policy to
-// reach the recovery, not for immediate retries (50 attempts x 250 ms =
-// 12.5 s), which never deliver.
+// The experiment. Its defaults are the default scenario (docs/SIMULATOR.md,
+// "The default scenario"): 10,000 deliveries created at t=0, one endpoint down
+// in [0, 20 s), then instantly healthy, no limit on concurrent workers. Four
+// attempts cannot outlast a 20 s outage at base 200 ms (they end within ~3 s),
+// so deliveries are bounded by a usefulness horizon (120 s) and a generous
+// attempt limit (50) instead: enough for every backoff policy to reach the
+// recovery, not for immediate retries (50 attempts x 250 ms = 12.5 s), which
+// never deliver.
 struct Scenario {
   int subscriptions = 10000;                   // deliveries, 1..10,000,000
   // 1..1000 endpoints; deliveries are assigned by share.

@@ -22,7 +22,7 @@ void InstallUsage() {
       " clean shutdown, ", kExitStartupFailure, " start-up failure, ",
       kExitBadConfig,
       " bad configuration or flag. Every flag is listed below and in "
-      "README.md (\"Running staggerd\")."));
+      "docs/OPERATING.md (\"Flags\")."));
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = IsStaggerdFlagFile;
   config.contains_help_flags = IsStaggerdFlagFile;

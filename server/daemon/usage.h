@@ -7,8 +7,8 @@
 // before absl::ParseCommandLine.
 //
 // tests/server/flags_documented_test.py checks that every flag the binary
-// defines under server/ appears in --help and in README's flag table, with
-// the binary's default.
+// defines under server/ appears in --help and in docs/OPERATING.md's flag
+// table, with the binary's default.
 #ifndef STAGGER_SERVER_DAEMON_USAGE_H_
 #define STAGGER_SERVER_DAEMON_USAGE_H_
 

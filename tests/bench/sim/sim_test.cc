@@ -366,7 +366,7 @@ TEST_F(OrderingTest, CoordinatedLosesNothing) {
 TEST_F(OrderingTest, CoordinatedDeliversSoonerThanEveryJitteredRow) {
   // Plain exponential is left out on purpose: with unlimited capacity its
   // synchronised herd lands all at once (peak = the whole fleet), which no
-  // policy held to full jitter's recovery peak can match (README).
+  // policy held to full jitter's recovery peak can match (docs/SIMULATOR.md).
   const PolicyResult& c = Get(Policy::kCoordinated);
   ASSERT_TRUE(c.time_to_99_s.has_value());
   for (Policy p : {Policy::kEqualJitter, Policy::kFullJitter,

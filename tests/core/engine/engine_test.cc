@@ -1,7 +1,7 @@
-// Engine: the decision order (README, "The decision order"), fleet-wide per-endpoint state,
-// bad input, bounded memory, inspection and configuration changes. Fake
-// clock and fixed seeds; the concurrent tests use PerThreadRandom and
-// assert validity only, never timing.
+// Engine: the decision order (docs/API.md, "The decision order"), fleet-wide
+// per-endpoint state, bad input, bounded memory, inspection and configuration
+// changes. Fake clock and fixed seeds; the concurrent tests use PerThreadRandom
+// and assert validity only, never timing.
 #include "core/engine/engine.h"
 
 #include <algorithm>
