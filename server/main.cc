@@ -7,7 +7,7 @@
 //   -> wait for a signal -> drain.
 //
 // Flags: below and in transport_flags.cc; `staggerd --help` lists every one
-// (core/cli/usage.h) and README's "Running staggerd" has each with its
+// (core/cli/usage.h) and docs/OPERATING.md's "Flags" has each with its
 // default and meaning (tests/server/flags_documented_test.py keeps the
 // three in step).
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain

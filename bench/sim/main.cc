@@ -1,8 +1,8 @@
-// stagger-sim: seed 000's outage benchmark on a virtual clock, driving the
-// real engine for the coordinated row.
+// stagger-sim: a fleet retrying through an outage, on a virtual clock,
+// driving the real engine for the coordinated row.
 //
-//   stagger-sim [scenario flags]  one scenario (default: seed 000's), one row
-//                                 per policy: Markdown, or CSV with
+//   stagger-sim [scenario flags]  one scenario (default: baseline_10k_20s),
+//                                 one row per policy: Markdown, or CSV with
 //                                 --format=csv; --plot FILE.svg for the plot.
 //   stagger-sim --scenario=KEY    the same for one scenario of the matrix.
 //   stagger-sim --matrix          every scenario of the grid (bench/sim/
@@ -46,7 +46,7 @@ const stagger::engine::PolicyParams& kEngine = kDefaults.engine_policy;
 const stagger::sim::EndpointSpec& kEndpoint0 = kDefaults.endpoints[0];
 }  // namespace
 
-// The scenario (seed 000's, as interpreted; see the README).
+// The scenario (defaults: sim::Scenario, bench/sim/sim.h).
 ABSL_FLAG(int, subscriptions, kDefaults.subscriptions,
           "deliveries, all created at t=0 (one per subscription)");
 ABSL_FLAG(absl::Duration, outage, kEndpoint0.down[0].end,
@@ -419,7 +419,7 @@ int RunMatrixMode(bool csv) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Simulates a fleet retrying against endpoints that are down for a "
-      "while (seed 000's benchmark) and prints one row per retry policy.\n"
+      "while and prints one row per retry policy.\n"
       "  stagger-sim [--format=csv] [--plot FILE.svg] [--seed N] ...\n"
       "  stagger-sim --scenario=KEY [...]   one scenario of the matrix\n"
       "  stagger-sim --matrix [--format=csv] [--seed=N | --seeds=A..B]\n"

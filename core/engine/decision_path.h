@@ -16,7 +16,7 @@
 //           deadline).
 // A gate that makes the delivery wait parks it (Park: a check-in, or a slot
 // on the endpoint's release queue), or gives it its last chance when the
-// wait would cross its deadline. README, "The decision order", is the
+// wait would cross its deadline. docs/API.md, "The decision order", is the
 // contract. Everything here runs under the endpoint's shard lock; time and
 // randomness come only from the context.
 #ifndef STAGGER_CORE_ENGINE_DECISION_PATH_H_

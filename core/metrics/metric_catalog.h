@@ -7,11 +7,12 @@
 // and CatalogLabels in metric_registration.h; no metric or label name is
 // spelled anywhere else). So do the checks of everything that refers to
 // metrics: tests/metrics/metric_catalog_test.cc holds the registrations and
-// README's metric table to it (each histogram's row names the first and last
-// of ServerMetrics' bucket bounds); the deploy checks (tests/deploy) hold the
-// Prometheus rules, their unit tests and the Grafana dashboard to it, and
-// the live scrape test holds staggerd's /metrics page to it, both through
-// the JSON that `stagger-metric-catalog` prints (CatalogJson()).
+// docs/OBSERVABILITY.md's metric table to it (each histogram's row names the
+// first and last of ServerMetrics' bucket bounds); the deploy checks
+// (tests/deploy) hold the Prometheus rules, their unit tests and the Grafana
+// dashboard to it, and the live scrape test holds staggerd's /metrics page to
+// it, both through the JSON that `stagger-metric-catalog` prints
+// (CatalogJson()).
 //
 // Rules the catalog keeps (checked at compile time): entries in MetricId
 // order, names prefixed stagger_ (stagger_client_ for the client's),
@@ -183,7 +184,8 @@ struct MetricSpec {
   constexpr Exporter exporter() const { return ExporterOf(registrar); }
 };
 
-// README's metric table lists the same metrics in the same order.
+// docs/OBSERVABILITY.md's metric table lists the same metrics in the same
+// order.
 inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
     {MetricId::kDecisions, "stagger_decisions_total", MetricType::kCounter,
      Registrar::kServerMetrics, 3,

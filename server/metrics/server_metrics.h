@@ -18,7 +18,7 @@
 // of a rare one), and counts. Two exceptions, both fixed at construction:
 // stagger_retry_delay_seconds has attempts 2..K and "overflow" only (K from
 // the constructor), and stagger_breaker_transitions_total only the 6 real
-// transitions. README "Observability" explains each metric.
+// transitions. docs/OBSERVABILITY.md explains each metric.
 //
 // Thread-safety: every method may be called concurrently from any thread once
 // the object is constructed. The registry must outlive this object.

@@ -208,7 +208,8 @@ function structureErrors(text) {
   for (const f of fr) if (!/^debian:bookworm(-slim)?(\s+AS\s+\S+)?$/i.test(f.args)) err(`FROM ${f.args}: not Debian 12`);
   if (last >= 0 && !/^debian:bookworm-slim\b/.test(fr[last].args)) err("runtime stage is not debian:bookworm-slim");
 
-  // Build stage: the README's scripts, and nothing no test exercises.
+  // Build stage: the repo's own scripts (scripts/setup, scripts/build, what
+  // scripts/start and scripts/test run), and nothing no test exercises.
   const runs = bld.filter((i) => i.op === "RUN").map((i) => i.args);
   const setup = runs.findIndex((r) => /(^|\s)scripts\/setup\b/.test(r));
   const make = runs.findIndex((r) => /(^|\s)scripts\/build Release\b/.test(r));

@@ -8,7 +8,8 @@
 //                               so every input is a complete program.
 //   DecisionBounds              what every engine decision must satisfy,
 //                               from the configurations in force:
-//                                 verdict/reason pairs as README's table;
+//                                 verdict/reason pairs as docs/API.md's
+//                                   verdict table;
 //                                 PROCEED: 0 <= delay <= the largest of the
 //                                   policies' cap, initial_jitter and
 //                                   retry_after_max + deferral.spread (over
@@ -110,7 +111,7 @@ class ByteReader {
   size_t left_;
 };
 
-// README's verdict table.
+// docs/API.md's verdict table (the engine does not answer RELEASED yet).
 inline bool ValidPair(engine::Verdict v, engine::Reason r) {
   using R = engine::Reason;
   switch (v) {

@@ -232,8 +232,8 @@ TEST(AuthzParseTest, HeaderKeysAreLowerCased) {
   EXPECT_EQ(p.allow_rules[0].headers[0].key, "x-team");
 }
 
-// Every policy the project ships parses, and gives each role what the
-// README says it gets.
+// Every policy the project ships parses, and gives each role what
+// docs/SECURITY.md says it gets.
 TEST(AuthzParseTest, ShippedExamplePolicy) {
   std::ifstream in(SHIPPED_POLICY);
   ASSERT_TRUE(in) << SHIPPED_POLICY;

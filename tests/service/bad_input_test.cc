@@ -1,4 +1,4 @@
-// Bad input through the real gRPC path (issue 2, item 7): every malformed
+// Bad input through the real gRPC path: every malformed
 // request is answered INVALID_ARGUMENT with a message that starts with the
 // field's path ("attempt: ...", "items[3].retry_after: ..."), changes no
 // state, records no decision, and leaves the server answering good calls.

@@ -1,7 +1,7 @@
-// Engine: the decision order (README, "The decision order"), fleet-wide per-endpoint state,
-// bad input, bounded memory, inspection and configuration changes. Fake
-// clock and fixed seeds; the concurrent tests use PerThreadRandom and
-// assert validity only, never timing.
+// Engine: the decision order (docs/API.md, "The decision order"), fleet-wide
+// per-endpoint state, bad input, bounded memory, inspection and configuration
+// changes. Fake clock and fixed seeds; the concurrent tests use PerThreadRandom
+// and assert validity only, never timing.
 #include "core/engine/engine.h"
 
 #include <algorithm>
@@ -897,9 +897,9 @@ TEST_F(EngineTest, DecorrelatedStateResetsOnSuccessOnlyNeverByTime) {
 
 TEST_F(EngineTest, DelaysDoNotDependOnElapsedTime) {
   // Twin engines, same seed, same reports; one of them sees five hours pass
-  // before the last report. A policy that decays with time (the seed's
-  // "attempt counter decays with time" failure mode) would answer
-  // differently; a correct one gives the very same delay.
+  // before the last report. A policy whose attempt counter decays with
+  // time would answer differently; a correct one gives the very same
+  // delay.
   FakeClock clock_a, clock_b;
   SeededRandom random_a(5), random_b(5);
   Engine a(NoBreaker(), &clock_a, &random_a);
@@ -1234,7 +1234,8 @@ TEST_F(EngineTest, AFailingDeliveryNearItsDeadlineGetsSeveralAttemptsThenItsLast
 }
 
 TEST_F(EngineTest, DeadlineGiveUpLeavesTheBackoffStateAlone) {
-  // A retry that will not happen is not a realised delay (DESIGN step 9).
+  // A retry that will not happen is not a realised delay: giving up on the
+  // deadline leaves the fleet's decorrelated state at the last real draw.
   Make(NoBreaker());
   const Decision first = Fail(kEp, 1);
   ASSERT_EQ(first.reason, Reason::kBackoff);
