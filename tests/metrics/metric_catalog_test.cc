@@ -9,7 +9,6 @@
 #include "core/metrics/metric_catalog.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -30,6 +29,7 @@
 #include "core/metrics/metric_registration.h"
 #include "server/metrics/server_metrics.h"
 #include "server/security/security_metrics.h"
+#include "tests/testing/files.h"
 
 namespace stagger::metrics {
 namespace {
@@ -452,10 +452,7 @@ std::vector<std::string> ReadmeVsCatalog(const std::string& readme) {
 }
 
 std::string ReadReadme() {
-  std::ifstream f(STAGGER_README);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return stagger::testing::ReadFile(STAGGER_README);
 }
 
 TEST(MetricCatalog, ReadmeTableListsEveryCatalogMetricInOrderAndNothingElse) {

@@ -11,15 +11,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/state/crc32c.h"
+#include "tests/testing/files.h"
 
 namespace stagger::state {
 namespace {
@@ -29,13 +27,8 @@ using v1::state::Endpoint;
 class SnapshotFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/stagger-snapshot-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/state.snap";
-  }
-  void TearDown() override {
-    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+    ASSERT_TRUE(dir_.ok());
+    path_ = dir_ / "state.snap";
   }
 
   static Endpoint Record(int i) {
@@ -54,14 +47,9 @@ class SnapshotFileTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) ASSERT_TRUE((*w)->Add(Record(i)).ok());
     ASSERT_TRUE((*w)->Commit().ok());
   }
-  std::string Bytes() const {
-    std::ifstream in(path_, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  std::string Bytes() const { return testing::ReadFile(path_); }
   void Put(const std::string& bytes) const {
-    std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
+    ASSERT_TRUE(testing::WriteFile(path_, bytes)) << path_;
   }
   // Loads; checks that no record reached the sink unless loaded.
   LoadResult Load() {
@@ -88,7 +76,7 @@ class SnapshotFileTest : public ::testing::Test {
     return f + "SNAP";
   }
 
-  std::string dir_;
+  testing::ScratchDir dir_;
   std::string path_;
   std::vector<Endpoint> loaded_;
 };
@@ -287,7 +275,7 @@ TEST_F(SnapshotFileTest, AnAbandonedWriteLeavesTheOldFile) {
 }
 
 TEST_F(SnapshotFileTest, WriterInAMissingFolderSaysWhere) {
-  path_ = dir_ + "/no/such/folder/state.snap";
+  path_ = dir_ / "no/such/folder/state.snap";
   auto w = SnapshotWriter::Begin(path_, 1, "x");
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find(path_), std::string::npos)
