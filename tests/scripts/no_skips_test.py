@@ -41,7 +41,10 @@ def run_planted(plant):
         if conf.returncode != 0:
             raise AssertionError(f'configuring PLANT={plant} failed:\n'
                                  f'{conf.stdout}{conf.stderr}')
-        r = subprocess.run([SCRIPT, '--timeout', '60'], cwd=build,
+        # The planted Python tests must not write bytecode into the source
+        # tree.
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
+        r = subprocess.run([SCRIPT, '--timeout', '60'], cwd=build, env=env,
                            capture_output=True, text=True)
         return r.returncode, r.stdout + r.stderr
 
@@ -58,6 +61,7 @@ class NoSkipsTest(unittest.TestCase):
             'gtest_discovered': 'planted.PlantedSkip.Skips',
             'gtest_added': 'planted.gtest_added',
             'unittest': 'planted.unittest',
+            'pytest': 'planted.pytest',
             'node': 'planted.node',
             'disabled': 'planted.disabled',
         }
