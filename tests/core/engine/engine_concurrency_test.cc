@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "absl/time/time.h"
@@ -18,7 +19,6 @@
 #include "core/engine/engine_config.h"
 #include "core/engine/random.h"
 #include "gtest/gtest.h"
-#include "tests/core/engine/engine_test_fixture.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::engine {
