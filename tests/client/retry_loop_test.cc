@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/fake_coordinator.h"
+#include "tests/testing/fake_coordinator.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::client {

@@ -43,7 +43,7 @@
 #include "gtest/gtest.h"
 #include "core/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
-#include "tests/client/requests.h"
+#include "tests/testing/requests.h"
 #include "tests/testing/blackbox_util.h"
 #include "tests/testing/staggerd_process.h"
 

@@ -10,7 +10,6 @@
 #include "core/metrics/metric_catalog.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -31,6 +30,7 @@
 #include "core/metrics/metric_registration.h"
 #include "server/metrics/server_metrics.h"
 #include "server/security/security_metrics.h"
+#include "tests/testing/files.h"
 
 namespace stagger::metrics {
 namespace {
@@ -453,10 +453,7 @@ std::vector<std::string> DocTableVsCatalog(const std::string& doc) {
 }
 
 std::string ReadObservabilityDoc() {
-  std::ifstream f(STAGGER_OBSERVABILITY_DOC);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return stagger::testing::ReadFile(STAGGER_OBSERVABILITY_DOC);
 }
 
 TEST(MetricCatalog, DocTableListsEveryCatalogMetricInOrderAndNothingElse) {

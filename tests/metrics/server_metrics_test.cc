@@ -18,7 +18,7 @@
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "core/engine/decision.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/prom_text.h"
 
 namespace stagger::metrics {
 namespace {

@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/prom_text.h"
 #include "tests/service/service_harness.h"
 
 namespace stagger::testing {
