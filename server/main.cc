@@ -33,7 +33,7 @@
 #include "server/daemon/drain.h"
 #include "server/daemon/eviction_loop.h"
 #include "server/daemon/exit_codes.h"
-#include "server/daemon/leases.h"
+#include "server/daemon/decision_services.h"
 #include "server/daemon/log.h"
 #include "server/daemon/metrics_stack.h"
 #include "server/daemon/servers.h"
@@ -93,6 +93,9 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(5),
           "how long a lease granted to a stagger-agent lasts unless renewed "
           "or revoked; 0: grant none (agents ask this coordinator for "
           "everything); else 1s..10m");
+ABSL_FLAG(int64_t, max_waiting_calls, 100000,
+          "waiting Admits (AdmitRequest.wait) held at once; beyond it a "
+          "waiting Admit is answered at once; 0: no waiting admission");
 ABSL_FLAG(std::string, health_address, "",
           "separate plaintext address serving only the gRPC health service; "
           "empty: none");
@@ -108,6 +111,7 @@ struct CheckedFlags {
   std::optional<service::Ownership> ownership;  // unset: one replica
   daemon::DrainOptions drain;
   absl::Duration lease_ttl;
+  int64_t max_waiting_calls = 0;
 };
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
@@ -145,6 +149,11 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
   }
   checked.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
   if (absl::Status s = daemon::CheckLeaseTtl(checked.lease_ttl); !s.ok()) {
+    return s;
+  }
+  checked.max_waiting_calls = absl::GetFlag(FLAGS_max_waiting_calls);
+  if (absl::Status s = daemon::CheckMaxWaitingCalls(checked.max_waiting_calls);
+      !s.ok()) {
     return s;
   }
   const char* hostname = std::getenv("HOSTNAME");
@@ -192,10 +201,8 @@ void LogReady(const std::string& address, const daemon::Servers& servers,
 
 // With several replicas, the coordinator counts the requests for keys
 // another replica owns.
-void ApplyOwnership(const std::optional<service::Ownership>& ownership,
-                    service::CoordinatorService& coordinator) {
+void LogOwnership(const std::optional<service::Ownership>& ownership) {
   if (!ownership.has_value()) return;
-  coordinator.set_ownership(&*ownership);
   daemon::Log(absl::StrCat("replica ", ownership->self(), " of ",
                            ownership->members().size()));
 }
@@ -217,40 +224,36 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine) {
   std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
       flags.state_file, &engine, (*metrics)->metrics());
 
-  service::CoordinatorService coordinator(&engine, (*metrics)->metrics(),
-                                          engine::RealClock::Instance());
-  ApplyOwnership(flags.ownership, coordinator);
-  service::AdminService admin(&engine, &(*port_security)->metrics(),
-                              engine::RealClock::Instance(), daemon::Log);
-  daemon::Leases leases(&engine, flags.lease_ttl,
-                        flags.ownership ? &*flags.ownership : nullptr,
-                        (*metrics)->metrics());
-  coordinator.set_lease_hub(&leases.hub());
-  admin.set_lease_hub(&leases.hub());
+  LogOwnership(flags.ownership);
+  daemon::DecisionServices services(
+      &engine,
+      {flags.lease_ttl, flags.max_waiting_calls,
+       flags.ownership ? &*flags.ownership : nullptr},
+      (*metrics)->metrics(), &(*port_security)->metrics());
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
        (*port_security)->credentials()},
-      {&coordinator, &admin, &leases.sync()});
+      services.services());
   if (!servers.ok()) {
     return Fail(daemon::kExitStartupFailure, "", servers.status());
   }
   (*port_security)->StartReloading();
   auto reloader = daemon::StartConfigWatch(
       flags.startup, absl::GetFlag(FLAGS_config_poll_interval), &engine,
-      (*metrics)->metrics(), [&leases] { leases.RevokeAll(); });
+      (*metrics)->metrics(), [&services] { services.OnConfigReloaded(); });
   if (!reloader.ok()) {
     return Fail(daemon::kExitStartupFailure, "cannot watch config: ",
                 reloader.status());
   }
   daemon::EvictionLoop eviction(&engine);
-  eviction.set_each_round([&leases] { leases.Sweep(); });
+  eviction.set_each_round([&services] { services.EachRound(); });
   eviction.Start();
   LogReady(address, *servers, **port_security, **metrics);
 
   daemon::WaitForShutdownSignal(reloader->get());
   daemon::Drain(*servers, flags.drain,
-                {/*before_close=*/[&leases] { leases.hub().Shutdown(); },
+                {/*before_close=*/[&services] { services.BeforeClose(); },
                  /*after_last_answer=*/[&keeper] {
                    if (keeper) keeper->Stop();  // the last snapshot
                  }});

@@ -146,6 +146,8 @@ enum class MetricId : uint8_t {
   kLeaseGrants,
   kLeaseRevocations,
   kLeases,
+  kWaitingCalls,
+  kWaitingOverflows,
   kBreakerTransitions,
   kEndpoints,
   kEndpointsTracked,
@@ -169,7 +171,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 34;
+inline constexpr int kNumMetrics = 36;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -242,6 +244,14 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      Registrar::kServerMetrics, 0, {},
      "Leases this replica has granted that may still be live (updated every "
      "eviction round)."},
+    {MetricId::kWaitingCalls, "stagger_waiting_calls", MetricType::kGauge,
+     Registrar::kServerMetrics, 0, {},
+     "Waiting Admits (AdmitRequest.wait) held now, answered when the endpoint "
+     "can take them or their wait runs out."},
+    {MetricId::kWaitingOverflows, "stagger_waiting_overflows_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Waiting Admits answered at once because --max_waiting_calls were "
+     "already held."},
     {MetricId::kBreakerTransitions, "stagger_breaker_transitions_total",
      MetricType::kCounter, Registrar::kServerMetrics, 2,
      {{{"from", LabelSet::kBreakerState}, {"to", LabelSet::kBreakerState}}},

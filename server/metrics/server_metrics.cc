@@ -122,6 +122,9 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
   lease_revocations_ =
       &RegisterFamily<MetricId::kLeaseRevocations>(registry).Add({});
   leases_ = &RegisterFamily<MetricId::kLeases>(registry).Add({});
+  waiting_ = &RegisterFamily<MetricId::kWaitingCalls>(registry).Add({});
+  waiting_overflows_ =
+      &RegisterFamily<MetricId::kWaitingOverflows>(registry).Add({});
 }
 
 // Breaker transitions (the 6 real ones) and the endpoint-table series the
@@ -242,6 +245,12 @@ void ServerMetrics::RecordLeaseRevocations(int n) {
 }
 
 void ServerMetrics::SetLeases(int64_t n) { leases_->Set(static_cast<double>(n)); }
+
+void ServerMetrics::SetWaitingCalls(int64_t n) {
+  waiting_->Set(static_cast<double>(n));
+}
+
+void ServerMetrics::RecordWaitingOverflow() { waiting_overflows_->Increment(); }
 
 void ServerMetrics::RecordMisrouted(int requests) {
   if (requests > 0) misrouted_->Increment(requests);

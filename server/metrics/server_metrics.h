@@ -146,6 +146,9 @@ class ServerMetrics {
   void RecordLeaseRevocations(int n);
   // stagger_leases: leases granted that may still be live.
   void SetLeases(int64_t n);
+  // stagger_waiting_calls; stagger_waiting_overflows_total.
+  void SetWaitingCalls(int64_t n);
+  void RecordWaitingOverflow();
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
@@ -189,6 +192,8 @@ class ServerMetrics {
   prometheus::Counter* lease_grants_ = nullptr;
   prometheus::Counter* lease_revocations_ = nullptr;
   prometheus::Gauge* leases_ = nullptr;
+  prometheus::Gauge* waiting_ = nullptr;
+  prometheus::Counter* waiting_overflows_ = nullptr;
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};

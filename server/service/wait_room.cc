@@ -32,11 +32,13 @@ void WaitingCall::Answer(const engine::Decision& d, absl::Time now) {
 void WaitingCall::OnCancel() { room_->Cancel(this); }
 
 WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
-                   Options options, Answered answered)
+                   Options options, Answered answered,
+                   metrics::ServerMetrics* metrics)
     : engine_(engine),
       clock_(clock),
       options_(options),
-      answered_(std::move(answered)) {
+      answered_(std::move(answered)),
+      metrics_(metrics) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -46,6 +48,7 @@ bool WaitRoom::Hold(WaitingCall* call, absl::Time recheck) {
   absl::MutexLock l(&mu_);
   if (stop_ || where_.size() >= options_.max_waiting) {
     overflows_.fetch_add(1, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->RecordWaitingOverflow();
     return false;
   }
   std::string key(call->in().endpoint);
@@ -54,7 +57,8 @@ bool WaitRoom::Hold(WaitingCall* call, absl::Time recheck) {
   line.by_urgency.insert(urgent);
   line.by_expiry.insert({call->expiry(), urgent.seq, call});
   where_[call] = {key, urgent};
-  waiting_.fetch_add(1, std::memory_order_relaxed);
+  const int64_t n = waiting_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
   Schedule(key, line, std::min(recheck, call->expiry()));
   return true;
 }
@@ -66,7 +70,8 @@ void WaitRoom::Remove(Line& line, WaitingCall* call) {
   line.by_urgency.erase(urgent);
   line.by_expiry.erase({call->expiry(), urgent.seq, call});
   where_.erase(it);
-  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  const int64_t n = waiting_.fetch_sub(1, std::memory_order_relaxed) - 1;
+  if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
 }
 
 void WaitRoom::Schedule(const std::string& key, Line& line, absl::Time at) {

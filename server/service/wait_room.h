@@ -42,6 +42,7 @@
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "grpcpp/grpcpp.h"
+#include "server/metrics/server_metrics.h"
 #include "stagger/v1/coordinator.pb.h"
 
 namespace stagger::service {
@@ -82,9 +83,10 @@ class WaitRoom {
     size_t max_waiting = 100000;  // --max_waiting_calls
   };
   using Answered = std::function<void(const engine::Decision&)>;
-  // `engine` and `clock` must outlive the room.
+  // `engine`, `clock` and `metrics` (null: none; the gauge of calls held
+  // and the overflow count) must outlive the room.
   WaitRoom(engine::Engine* engine, const engine::Clock* clock, Options options,
-           Answered answered);
+           Answered answered, metrics::ServerMetrics* metrics = nullptr);
   ~WaitRoom();  // Shutdown()
 
   // `recheck`: the engine's, when the call arrived.
@@ -96,6 +98,10 @@ class WaitRoom {
   void Shutdown();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
+  // Whether Hold would take one more call now.
+  bool HasRoom() const {
+    return waiting() < static_cast<int64_t>(options_.max_waiting);
+  }
   int64_t overflows() const {
     return overflows_.load(std::memory_order_relaxed);
   }
@@ -142,6 +148,7 @@ class WaitRoom {
   const engine::Clock* const clock_;
   const Options options_;
   const Answered answered_;
+  metrics::ServerMetrics* const metrics_;
   std::atomic<int64_t> waiting_{0};
   std::atomic<int64_t> overflows_{0};
 
