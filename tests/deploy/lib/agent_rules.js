@@ -20,6 +20,10 @@ const {
 const AGENT = "stagger-agent";
 // deploy/Dockerfile's stagger-agent stage installs the probe here.
 const HEALTH = "/usr/local/bin/stagger-agent-health";
+// The programs that probe (deploy/stagger-agent-health) runs: the image must
+// have them (check_dockerfile.js), and it runs with them alone
+// (check_agent_probe.js).
+const PROBE_PROGRAMS = ["sh", "head", "curl", "od", "tr"];
 // The probe script's own wait for an answer (curl --max-time), seconds.
 const HEALTH_WAIT_SECONDS = 2;
 // After --drain_timeout the agent sends its last counts: room for that.
@@ -253,4 +257,4 @@ function agentErrors(docs, agents, services) {
   return errors;
 }
 
-module.exports = { agentPods, agentErrors, coordinatorTargetErrors, HEALTH, AGENT };
+module.exports = { agentPods, agentErrors, coordinatorTargetErrors, HEALTH, AGENT, PROBE_PROGRAMS };
