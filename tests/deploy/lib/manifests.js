@@ -3,9 +3,10 @@
 // and unknown-field check of lib/k8s_schema.js, and structural rules (one
 // replica, surge-first rollout, native gRPC probes, restrictive
 // securityContext, config mounted as a directory, memory sized for
-// limits.max_endpoints, named ports, Prometheus wiring). Every check returns
-// a list of error strings so that tests can assert on what a broken
-// manifest is rejected for.
+// limits.max_endpoints, named ports, Prometheus wiring) for the
+// coordinator; stagger-agent's rules are lib/agent_rules.js, the rules both
+// share lib/pod_rules.js. Every check returns a list of error strings so
+// that tests can assert on what a broken manifest is rejected for.
 "use strict";
 
 const { execFileSync } = require("node:child_process");
