@@ -1,8 +1,8 @@
 // staggerd: the Stagger retry coordinator server. Wiring only: the flags,
 // then the steps in server/daemon/ in order, each a unit whose header
 // states its contract:
-//   check the flags (transport limits, config, state file, replicas)
-//   -> engine -> metrics -> security -> state keeper -> services
+//   check the flags (transport limits, config, state file, replicas,
+//   status peers) -> engine -> status page (if asked) -> metrics -> security -> state keeper -> services
 //   -> servers (gRPC port, health port) -> config watch -> eviction loop
 //   -> wait for a signal -> drain.
 //
