@@ -2,9 +2,9 @@
 // then the steps in server/daemon/ in order, each a unit whose header
 // states its contract:
 //   check the flags (transport limits, config, state file, replicas,
-//   status peers) -> engine -> status page (if asked) -> metrics -> security -> state keeper -> services
-//   -> servers (gRPC port, health port) -> config watch -> eviction loop
-//   -> wait for a signal -> drain.
+//   status peers) -> engine -> status page (if asked) -> metrics
+//   -> security -> state keeper -> services -> servers (gRPC port, health
+//   port) -> config watch -> eviction loop -> wait for a signal -> drain.
 //
 // Flags: below and in transport_flags.cc; `staggerd --help` lists every one
 // (core/cli/usage.h) and README's "Running staggerd" has each with its
