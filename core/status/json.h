@@ -5,9 +5,10 @@
 //
 // ProtoJson(m, indent): protobuf's JSON mapping with the .proto field names
 // (`total_tracked`, not `totalTracked`) and every field, zeros and empty
-// lists too; indented for people, compact otherwise. A message protobuf
-// cannot print (a string field holding invalid UTF-8) gives
-// {"error": <protobuf's message>} rather than half a document.
+// lists too; indented for people, compact otherwise. Should protobuf
+// refuse to print it, {"error": <protobuf's message>} rather than half a
+// document. (String fields must hold UTF-8, as on the wire; the engine's
+// keys always do.)
 //
 // JsonString(text): `text` as a JSON string literal, quotes included;
 // '"', '\', control characters and DEL escaped, any byte that is not part

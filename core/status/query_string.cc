@@ -88,11 +88,14 @@ absl::StatusOr<QueryParams> ParseQueryString(
     return Refuse(absl::StrCat(raw.size(), " bytes; at most ",
                                kMaxQueryBytes));
   }
+  const std::vector<absl::string_view> pieces =
+      absl::StrSplit(raw, '&', absl::SkipEmpty());
+  if (pieces.size() > static_cast<size_t>(kMaxParams)) {
+    return Refuse(absl::StrCat(pieces.size(), " parameters; at most ",
+                               kMaxParams));
+  }
   QueryParams params;
-  for (absl::string_view piece : absl::StrSplit(raw, '&', absl::SkipEmpty())) {
-    if (params.size() >= static_cast<size_t>(kMaxParams)) {
-      return Refuse(absl::StrCat("more than ", kMaxParams, " parameters"));
-    }
+  for (absl::string_view piece : pieces) {
     const size_t eq = piece.find('=');
     if (eq == absl::string_view::npos || eq == 0) {
       return Refuse(absl::StrCat("want name=value, got ", Quoted(piece)));

@@ -34,13 +34,6 @@ TEST(JsonTest, ProtoJsonUsesProtoFieldNamesAndPrintsDefaults) {
   EXPECT_TRUE(absl::StrContains(ProtoJson(r, /*indent=*/true), "\n"));
 }
 
-TEST(JsonTest, ProtoJsonOfInvalidUtf8IsAnErrorObject) {
-  v1::GetEndpointRequest r;
-  r.set_endpoint("\xff");
-  const google::protobuf::Struct s = Parse(ProtoJson(r, false));
-  EXPECT_TRUE(s.fields().contains("error"));
-}
-
 TEST(JsonTest, JsonStringEscapes) {
   EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(JsonString("\n\x01\x7f"), "\"\\u000a\\u0001\\u007f\"");

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "server/daemon/status_page.h"
 #include "server/service/ownership.h"
+#include "stagger/v1/coordinator.grpc.pb.h"
 
 namespace stagger::status {
 namespace {
@@ -56,9 +57,12 @@ TEST(PeerHealthTest, OneReplicaShowsItselfServing) {
 
 TEST(PeerHealthTest, AsksEachPeerWithAnAddressAndShowsTheOthersUnknown) {
   grpc::EnableDefaultHealthCheckService(true);
+  // A server needs one service besides health to start: any will do.
+  v1::RetryCoordinator::Service unimplemented;
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&unimplemented);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
   // A port nothing listens on: bound, then closed.
@@ -66,6 +70,8 @@ TEST(PeerHealthTest, AsksEachPeerWithAnAddressAndShowsTheOthersUnknown) {
   {
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &closed_port);
+    v1::RetryCoordinator::Service other;
+    b.RegisterService(&other);
     b.BuildAndStart()->Shutdown();
   }
   PeerHealth health({"s0", "s1", "s2", "s3"}, "s0",

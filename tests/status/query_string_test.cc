@@ -68,7 +68,7 @@ TEST(QueryStringTest, RefusesWithAMessageNamingTheProblem) {
       {"key=%7F", "key: control character"},
       {"%00=1", "name: control character"},
       {too_long, "8193 bytes; at most 8192"},
-      {too_many, "more than 16 parameters"},
+      {too_many, "17 parameters; at most 16"},
   };
   for (const auto& [raw, want] : cases) {
     auto q = ParseQueryString(raw, kAllowed);
