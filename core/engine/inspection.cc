@@ -123,7 +123,8 @@ ListPage ListMatching(const EndpointTable& table, absl::string_view after,
 }
 
 bool NotClearAt(const EndpointState& st, absl::Time now) {
-  if (st.breaker.StateAt(now) != BreakerState::kClosed) return true;
+  // OPEN past its time reads HALF_OPEN: not CLOSED either way, no clock.
+  if (st.breaker.state() != BreakerState::kClosed) return true;
   if (st.retry_after_until_ns > absl::ToUnixNanos(now)) return true;
   return st.release != nullptr && st.release->pacer.Releasing(now);
 }

@@ -3,7 +3,8 @@
 // package-lock.json), against real staggerd processes on loopback:
 //
 //   stagger-1  a peer, serving gRPC health;
-//   stagger-0  the replica under test: --replicas stagger-0,stagger-1,
+//   stagger-0  the replica under test (Retry-After windows up to 10 min:
+//              a config file), --replicas stagger-0,stagger-1,
 //              stagger-2, --status_peers naming stagger-1 only; seeded by
 //              stagger_status_seed with an OPEN breaker (Admin
 //              ForceBreaker), a Retry-After window (a RATE_LIMITED report
@@ -124,7 +125,12 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
     fs.rmSync(scratch, { recursive: true, force: true });
   });
 
-  const common = ["--metrics_address=", "--replicas=stagger-0,stagger-1,stagger-2"];
+  // Retry-After windows as long as the seed's (10 min): the default clamps
+  // them to the backoff cap (30 s), shorter than a slow run of this test.
+  const config = path.join(scratch, "config.textproto");
+  fs.writeFileSync(config, "default_policy { backoff { retry_after_max { seconds: 600 } } }\n");
+  const common = ["--metrics_address=", "--replicas=stagger-0,stagger-1,stagger-2",
+                  "--config=" + config];
   const peer = startStaggerd("stagger-1", ["--address=127.0.0.1:0", ...common,
                                            "--replica_name=stagger-1"]);
   procs.push(peer);
@@ -217,8 +223,9 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
       return i >= 0 && dts[i].nextElementSibling.textContent === "OPEN";
     });
     await page.waitForFunction(() =>
-        Number(document.getElementById("endpoint-chart").dataset.samples) >= 2);
+        Number(document.getElementById("endpoint-chart").dataset.samples) >= 3);
     assert.equal(await page.$$eval("#endpoint-chart polyline", (p) => p.length), 2);
+    if (SCREENSHOT) await page.screenshot({ path: SCREENSHOT, fullPage: true });
   });
 
   await t.test("a row's link opens its detail; an unknown key says 404", async () => {
@@ -244,10 +251,6 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
     // The one 404 is the unknown key's, which the page shows as an answer.
     assert.ok(problems.length <= 1, problems.join("\n"));
     assert.equal(await page.$eval("#banner", (b) => b.hidden), true);
-    if (SCREENSHOT) {
-      await page.evaluate(() => window.scrollTo(0, 0));
-      await page.screenshot({ path: SCREENSHOT, fullPage: true });
-    }
   });
 
   await t.test("a broken query shows the server's message, not a blank page", async () => {
