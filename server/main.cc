@@ -1,10 +1,10 @@
 // staggerd: the Stagger retry coordinator server. Wiring only: the flags,
 // then the steps in server/daemon/ in order, each a unit whose header
 // states its contract:
-//   check the flags (transport limits, config, state file, replicas)
-//   -> engine -> metrics -> security -> state keeper -> services
-//   -> servers (gRPC port, health port) -> config watch -> eviction loop
-//   -> wait for a signal -> drain.
+//   check the flags (transport limits, config, state file, replicas,
+//   status peers) -> engine -> status page (if asked) -> metrics
+//   -> security -> state keeper -> services -> servers (gRPC port, health
+//   port) -> config watch -> eviction loop -> wait for a signal -> drain.
 //
 // Flags: below and in transport_flags.cc; `staggerd --help` lists every one
 // (core/cli/usage.h) and docs/OPERATING.md's "Flags" has each with its
@@ -41,6 +41,7 @@
 #include "server/daemon/startup_config.h"
 #include "server/daemon/usage_message.h"
 #include "server/daemon/state_file.h"
+#include "server/daemon/status_page.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
@@ -99,6 +100,11 @@ ABSL_FLAG(int64_t, max_waiting_calls, 100000,
 ABSL_FLAG(std::string, health_address, "",
           "separate plaintext address serving only the gRPC health service; "
           "empty: none");
+ABSL_FLAG(std::string, status_address, "",
+          "read-only HTTP status page for operators (host:port); empty: off");
+ABSL_FLAG(std::string, status_peers, "",
+          "where the status page asks peers' gRPC health (plaintext, e.g. "
+          "their --health_address): name=host:port,... names from --replicas");
 
 namespace stagger {
 namespace {
@@ -112,6 +118,7 @@ struct CheckedFlags {
   daemon::DrainOptions drain;
   absl::Duration lease_ttl;
   int64_t max_waiting_calls = 0;
+  status::StatusPageOptions status_page;
 };
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
@@ -163,6 +170,12 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
                                     hostname != nullptr ? hostname : "");
   if (!ownership.ok()) return ownership.status();
   checked.ownership = *std::move(ownership);
+  absl::StatusOr<status::StatusPageOptions> status_page =
+      daemon::CheckStatusPage(absl::GetFlag(FLAGS_status_address),
+                              absl::GetFlag(FLAGS_status_peers),
+                              checked.ownership);
+  if (!status_page.ok()) return status_page.status();
+  checked.status_page = *std::move(status_page);
   return checked;
 }
 
@@ -207,8 +220,10 @@ void LogOwnership(const std::optional<service::Ownership>& ownership) {
                            ownership->members().size()));
 }
 
-// From the metrics to the drain; returns the exit code.
-int Serve(const CheckedFlags& flags, engine::Engine& engine) {
+// From the metrics to the drain; returns the exit code. `status_page` (null
+// when off) outlives the metrics, which count decisions into its chart.
+int Serve(const CheckedFlags& flags, engine::Engine& engine,
+          status::StatusPage* status_page) {
   auto metrics = daemon::MetricsStack::Start(
       absl::GetFlag(FLAGS_metrics_address), flags.startup.config, &engine);
   if (!metrics.ok()) {
@@ -230,6 +245,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine) {
       {flags.lease_ttl, flags.max_waiting_calls,
        flags.ownership ? &*flags.ownership : nullptr},
       (*metrics)->metrics(), &(*port_security)->metrics());
+  daemon::HookStatusPage(status_page, (*metrics)->metrics());
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
@@ -271,7 +287,11 @@ int Run() {
   }
   engine::Engine engine(flags->startup.config, engine::RealClock::Instance(),
                         engine::PerThreadRandom::Instance());
-  return Serve(*flags, engine);
+  auto status_page = daemon::StartStatusPage(flags->status_page, &engine);
+  if (!status_page.ok()) {
+    return Fail(daemon::kExitStartupFailure, "", status_page.status());
+  }
+  return Serve(*flags, engine, status_page->get());
 }
 
 }  // namespace

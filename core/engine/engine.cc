@@ -186,6 +186,23 @@ ListPage Engine::List(absl::string_view after, int page_size,
   return page;
 }
 
+ListPage Engine::ListNotClear(absl::string_view after,
+                              int page_size) const {
+  const absl::Time now = clock_->Now();
+  // PausedUntil is one atomic load while no pause is in force; else a
+  // reader lock on the pause table (a leaf lock: it never takes a shard's).
+  ListPage page = ListMatching(
+      *table_, after, page_size,
+      [&](const EndpointState& st) {
+        return NotClearAt(st, now) || pauses_.PausedUntil(st.key(), now) > now;
+      },
+      now);
+  for (EndpointSnapshot& snap : page.endpoints) {
+    snap.pause = pauses_.Find(snap.endpoint, now);
+  }
+  return page;
+}
+
 absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
   if (absl::Status s = ValidateEndpointKey(
           endpoint, max_key_bytes_.load(std::memory_order_relaxed));

@@ -104,6 +104,11 @@ class Engine {
   // whose breaker is in `state`, in key order.
   ListPage List(absl::string_view after, int page_size,
                 std::optional<BreakerState> state) const;
+  // The same, but only endpoints that are not clear now (the status page):
+  // NotClearAt (inspection.h) or covered by a pause in force. One pass over
+  // the table under its shard locks, as List; page.scanned / page.matched
+  // count the endpoints after `after` it examined / found not clear.
+  ListPage ListNotClear(absl::string_view after, int page_size) const;
 
   // Evicts endpoints idle longer than limits.idle_eviction. Called
   // periodically by the server; also happens on demand when the table is

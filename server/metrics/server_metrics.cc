@@ -188,6 +188,9 @@ void ServerMetrics::RecordDecision(Call call, const engine::Decision& d) {
   const int v = static_cast<int>(d.verdict);
   const int r = static_cast<int>(d.reason);
   if (c < 0 || c >= kNumCalls) return;
+  if (status::DecisionRing* ring = ring_.load(std::memory_order_acquire)) {
+    ring->Record(d.verdict);
+  }
   if (v >= 1 && v <= kMaxVerdict && r >= 1 && r <= engine::kMaxReason) {
     decisions_[c][v][r]->Increment();
   }

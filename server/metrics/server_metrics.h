@@ -44,6 +44,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
 #include "core/metrics/metric_catalog.h"
+#include "core/status/decision_ring.h"
 
 namespace stagger::metrics {
 
@@ -108,7 +109,15 @@ class ServerMetrics {
   //   d.pace_cut: stagger_pace_cuts_total.
   // Out-of-range enum values (never produced by the engine) are not counted
   // under any label. Lock-free apart from the histogram's own mutex.
+  // Also counts d.verdict in the status page's ring, if one is set.
   void RecordDecision(Call call, const engine::Decision& d);
+
+  // The status page's chart (core/status/decision_ring.h): while set, every
+  // recorded decision's verdict is counted there too. Null: none. The ring
+  // must outlive this object, or be unset while no decision is recorded.
+  void set_decision_ring(status::DecisionRing* ring) {
+    ring_.store(ring, std::memory_order_release);
+  }
 
   // stagger_rpc_duration_seconds{method}: time from the handler's entry to
   // its Finish(), including validation and every batch item.
@@ -173,6 +182,7 @@ class ServerMetrics {
   static constexpr int kNumStates = engine::kNumBreakerStates;
 
   const int max_attempt_label_;
+  std::atomic<status::DecisionRing*> ring_{nullptr};
 
   // [call][verdict 1..4][reason 1..kMaxReason]; index 0 unused (nullptr).
   std::array<std::array<std::array<prometheus::Counter*, engine::kMaxReason + 1>,
