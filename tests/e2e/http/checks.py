@@ -1,0 +1,312 @@
+"""What the HTTP end-to-end run must show, as pure functions over what it
+recorded, so that each can be shown to fail on a record made up to break
+it (test_checks.py). Each returns a list of problems (empty: it holds) or
+the figures the timeline prints.
+
+The inputs (scenario.Run):
+  record   the receiver's (receiver.py): every request with its arrival
+           and answer times, status and Retry-After; acks; duplicates
+  workers  {name: the worker's JSON (worker.cc)}: per delivery its end and
+           every Admit / Report it made: when it asked, when the answer
+           came, the wait it asked for, verdict, reason, source
+  samples  GetEndpoint on staggerd while the run went: time,
+           release_pace.per_second, releasing, breaker, ...
+All times are Unix seconds on this machine's one clock (the receiver, the
+workers and the sampler read the same CLOCK_REALTIME).
+"""
+
+import dataclasses
+import math
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+Record = Dict[str, Any]
+Workers = Dict[str, Dict[str, Any]]
+
+# --- exactly once, nothing given up ----------------------------------------
+
+
+def exactly_once(expected_ids: Iterable[str], record: Record) -> List[str]:
+    """Every expected delivery acknowledged (answered 200) exactly once,
+    nothing else acknowledged, every request readable, the hold met."""
+    expected = set(expected_ids)
+    problems = []
+    if record["hold_timed_out"]:
+        problems.append("the receiver's hold timed out; never came: %s"
+                        % record["missing_from_hold"])
+    if record["duplicates"]:
+        problems.append("acknowledged twice (duplicates): %s"
+                        % sorted(record["duplicates"]))
+    acks = record["acks"]
+    for i in sorted(expected):
+        if acks.get(i, 0) != 1:
+            problems.append("%s acknowledged %d times" % (i, acks.get(i, 0)))
+    unexpected = sorted(set(acks) - expected)
+    if unexpected:
+        problems.append("acknowledged but never sent: %s" % unexpected)
+    if record["malformed"]:
+        problems.append("malformed requests: %s" % record["malformed"][:5])
+    return problems
+
+
+def nothing_given_up(workers: Workers) -> List[str]:
+    """Every delivery SUCCEEDED, and no call was answered GIVE_UP."""
+    problems = []
+    for name, w in sorted(workers.items()):
+        for d in w.get("deliveries", []):
+            if d.get("end") != "SUCCEEDED":
+                problems.append("%s %s ended %s (%s)" % (
+                    name, d.get("id"), d.get("end"),
+                    d.get("reason") or d.get("error")))
+            for e in d.get("events", []):
+                if e.get("verdict") == "GIVE_UP":
+                    problems.append("%s %s: %s #%d answered GIVE_UP(%s)" % (
+                        name, d["id"], e["call"], e["attempt"], e["reason"]))
+    return problems
+
+
+def attempts_match(workers: Workers, record: Record) -> List[str]:
+    """The attempts each worker sent (one Report each) are the requests
+    the receiver got for that delivery: none lost, none sent twice."""
+    got: Dict[str, List[int]] = {}
+    for q in record["requests"]:
+        got.setdefault(q["id"], []).append(q["attempt"])
+    problems = []
+    for name, w in sorted(workers.items()):
+        for d in w.get("deliveries", []):
+            sent = sorted(e["attempt"] for e in d.get("events", [])
+                          if e["call"] == "report")
+            if sorted(got.get(d["id"], [])) != sent:
+                problems.append("%s %s: reported attempts %s, receiver got %s"
+                                % (name, d["id"], sent,
+                                   sorted(got.get(d["id"], []))))
+    return problems
+
+
+# --- Retry-After ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """One response with a Retry-After: answered at `sent` (receiver time)
+    to attempt `attempt` of delivery `id` of worker `worker`, for `seconds`;
+    `known` is when that worker had the coordinator's answer to its Report
+    of it -- by then the coordinator had learned the window. It learned it
+    at some instant p in [sent, known], and holds retries until p +
+    seconds."""
+    worker: str
+    id: str
+    attempt: int
+    sent: float
+    seconds: float
+    known: float
+
+    def holds_arrival(self, t: float) -> bool:
+        """The endpoint asked for no request at `t`."""
+        return self.sent <= t < self.sent + self.seconds
+
+    def in_force(self, t: float) -> bool:
+        """The coordinator may have held a call at `t` for this window."""
+        return self.sent <= t < self.known + self.seconds
+
+
+def _deliveries(workers: Workers):
+    for name, w in sorted(workers.items()):
+        for d in w.get("deliveries", []):
+            yield name, d
+
+
+def admissions(workers: Workers) -> Dict[Tuple[str, int], Dict[str, Any]]:
+    """(delivery id, attempt) -> the Admit event that let that attempt go:
+    the last PROCEED to an Admit of it before its Report."""
+    out = {}
+    for _, d in _deliveries(workers):
+        for e in d.get("events", []):
+            if e["call"] == "admit" and e.get("verdict") == "PROCEED":
+                out[(d["id"], e["attempt"])] = e
+    return out
+
+
+def decided_after(admit: Dict[str, Any]) -> float:
+    """The earliest instant the coordinator can have decided `admit` at:
+    when it was asked; for a waiting Admit (wait > 0), which a coordinator
+    may hold and decide when it answers, when the answer came."""
+    return admit["answered"] if admit.get("wait", 0) > 0 else admit["asked"]
+
+
+def retry_after_windows(workers: Workers,
+                        record: Record) -> Tuple[List[Window], List[str]]:
+    """Every response that carried a Retry-After, as a Window."""
+    known: Dict[Tuple[str, int], float] = {}
+    for _, d in _deliveries(workers):
+        for e in d.get("events", []):
+            if e["call"] == "report":
+                known[(d["id"], e["attempt"])] = e["answered"]
+    windows, problems = [], []
+    for q in record["requests"]:
+        if q["retry_after"] is None:
+            continue
+        k = known.get((q["id"], q["attempt"]))
+        if k is None:
+            problems.append("%s #%d got Retry-After but was never reported"
+                            % (q["id"], q["attempt"]))
+            continue
+        windows.append(Window(q["worker"], q["id"], q["attempt"],
+                              q["answered"], q["retry_after"], k))
+    return windows, problems
+
+
+def retry_after_violations(workers: Workers, record: Record,
+                           windows: List[Window]) -> List[str]:
+    """No request arrives inside a Retry-After window unless it was in
+    flight when the coordinator learned the window: a request violates
+    window w if it arrived in [w.sent, w.sent + w.seconds) and the Admit
+    that let it go can only have been decided after w.known (it was asked
+    after w.known; a waiting Admit: answered after it). Such an Admit
+    reached the coordinator after the coordinator had learned w, so it
+    should have been held. Every request must have an Admit that let it
+    go."""
+    adm = admissions(workers)
+    problems = []
+    for q in record["requests"]:
+        a = adm.get((q["id"], q["attempt"]))
+        if a is None:
+            problems.append("%s #%d reached the receiver with no Admit "
+                            "PROCEED for it" % (q["id"], q["attempt"]))
+            continue
+        for w in windows:
+            if w.holds_arrival(q["arrived"]) and decided_after(a) >= w.known:
+                problems.append(
+                    "%s %s #%d arrived %.3fs into the %gs Retry-After window "
+                    "%s #%d received, admitted (%s, %s) %.3fs after the "
+                    "coordinator knew it" % (
+                        q["worker"], q["id"], q["attempt"],
+                        q["arrived"] - w.sent, w.seconds, w.id, w.attempt,
+                        a["reason"], a["source"], decided_after(a) - w.known))
+                break
+    return problems
+
+
+def held_by_others(workers: Workers,
+                   windows: List[Window]) -> Dict[Tuple[str, str], int]:
+    """(X, L) -> how often a delivery of worker L was told to wait for a
+    Retry-After (an Admit answered DEFER(RETRY_AFTER_WINDOW), or a failure
+    it reported without one answered PROCEED(RETRY_AFTER)) while a window
+    worker X had received was in force and none of the delivery's own
+    responses had a window in force: X's Retry-After, honoured by L."""
+    out: Dict[Tuple[str, str], int] = {}
+    for name, d in _deliveries(workers):
+        own = [w for w in windows if w.id == d["id"]]
+        for e in d.get("events", []):
+            told = ((e["call"] == "admit" and e.get("verdict") == "DEFER" and
+                     e.get("reason") == "RETRY_AFTER_WINDOW") or
+                    (e["call"] == "report" and "retry_after" not in e and
+                     e.get("reason") == "RETRY_AFTER"))
+            t = e["asked"]
+            if not told or any(w.in_force(t) for w in own):
+                continue
+            for x in {w.worker for w in windows
+                      if w.worker != name and w.in_force(t)}:
+                out[(x, name)] = out.get((x, name), 0) + 1
+    return out
+
+
+def honoured_across(names: Iterable[str],
+                    held: Dict[Tuple[str, str], int]) -> List[str]:
+    """Some worker X received a Retry-After that each of the others
+    honoured (held_by_others) at least once."""
+    names = sorted(names)
+    for x in names:
+        if all(held.get((x, l), 0) > 0 for l in names if l != x):
+            return []
+    return ["no worker's Retry-After was honoured by all the others: held "
+            "(received by, held) %s" % sorted(held.items())]
+
+
+# --- the learned release pace ---------------------------------------------
+
+# A second of arrivals may hold at most PACE_SLACK x the pace + PACE_EXTRA
+# paced requests (see pace_buckets).
+PACE_SLACK = 1.5
+PACE_EXTRA = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Bucket:
+    start: float         # Unix s; [start, start + 1)
+    paced: int           # requests that arrived in it, probes excluded
+    probes: int          # HALF_OPEN_PROBE requests that arrived in it
+    pace: Optional[float]  # the highest pace sampled around it (per s)
+
+    @property
+    def bound(self) -> float:
+        return math.inf if self.pace is None else (
+            PACE_SLACK * self.pace + PACE_EXTRA)
+
+
+def recovery_start(record: Record) -> Optional[float]:
+    """When the receiver first answered 200 after its script started."""
+    start = record["started_at"]
+    times = [q["answered"] for q in record["requests"]
+             if q["status"] == 200 and start is not None and
+             q["answered"] >= start]
+    return min(times) if times else None
+
+
+def pace_buckets(workers: Workers, record: Record,
+                 samples: List[Dict[str, Any]]) -> List[Bucket]:
+    """The release after recovery in one-second buckets of arrivals, from
+    the first 200 of the recovery to the last sample that still showed the
+    release running (release_pace.releasing; after it admissions are no
+    longer paced). Half-open probes are not paced (the breaker's quota
+    lets them go) and are counted apart.
+
+    A bucket's pace is the highest release_pace.per_second sampled from
+    one second before it to two after. The bound on its paced arrivals,
+    PACE_SLACK x pace + PACE_EXTRA, allows for: the queue's GCRA, which
+    lets 1 + (T + 0.1 s) x pace admissions through in any T seconds
+    (ReleasePacer::kBurst); arrivals lagging their admission (a worker's
+    thread scheduled late on a loaded machine, the HTTP connect), so that
+    a bucket of arrivals may hold up to 0.4 s of the previous second's
+    admissions; and sampling: the pace grows during a release while
+    attempts succeed (never falls here: nothing fails once the receiver
+    recovered), so the highest sample near the bucket is at least the pace
+    its admissions were given."""
+    start = recovery_start(record)
+    if start is None:
+        return []
+    running = [s["t"] for s in samples if s["releasing"] and s["t"] >= start]
+    end = max(running) if running else start
+    adm = admissions(workers)
+    buckets = []
+    b = start
+    while b < end:
+        arrivals = [q for q in record["requests"]
+                    if b <= q["arrived"] < b + 1]
+        probes = sum(1 for q in arrivals
+                     if adm.get((q["id"], q["attempt"]), {}).get("reason") ==
+                     "HALF_OPEN_PROBE")
+        near = [s["per_second"] for s in samples if b - 1 <= s["t"] < b + 2]
+        buckets.append(Bucket(b, len(arrivals) - probes, probes,
+                              max(near) if near else None))
+        b += 1
+    return buckets
+
+
+def pace_problems(buckets: List[Bucket], min_paced: int) -> List[str]:
+    """Every bucket within its bound, with a pace sampled near it, and at
+    least `min_paced` paced arrivals in all (else the release was not
+    exercised and the check shows nothing)."""
+    problems = []
+    for b in buckets:
+        if b.pace is None:
+            problems.append("no pace sampled near the second at %.3f"
+                            % b.start)
+        elif b.paced > b.bound:
+            problems.append("%d paced requests arrived in the second at %.3f;"
+                            " the pace was %.1f/s (bound %.1f)"
+                            % (b.paced, b.start, b.pace, b.bound))
+    total = sum(b.paced for b in buckets)
+    if total < min_paced:
+        problems.append("only %d paced requests during the release (want >= "
+                        "%d): the pace was not exercised" % (total, min_paced))
+    return problems
