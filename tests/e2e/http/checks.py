@@ -16,8 +16,7 @@ workers and the sampler read the same CLOCK_REALTIME).
 """
 
 import dataclasses
-import math
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 Record = Dict[str, Any]
 Workers = Dict[str, Dict[str, Any]]
@@ -226,87 +225,85 @@ def honoured_across(names: Iterable[str],
 
 # A second of arrivals may hold at most PACE_SLACK x the pace + PACE_EXTRA
 # paced requests (see pace_buckets).
-PACE_SLACK = 1.5
+PACE_SLACK = 2.0
 PACE_EXTRA = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class Bucket:
-    start: float         # Unix s; [start, start + 1)
-    paced: int           # requests that arrived in it, probes excluded
-    probes: int          # HALF_OPEN_PROBE requests that arrived in it
-    pace: Optional[float]  # the highest pace sampled around it (per s)
+    start: float           # Unix s; [start, start + 1)
+    paced: int             # requests that arrived in it, probes excluded
+    probes: int            # HALF_OPEN_PROBE requests that arrived in it
+    pace: float            # the highest pace sampled around it (per s)
 
     @property
     def bound(self) -> float:
-        return math.inf if self.pace is None else (
-            PACE_SLACK * self.pace + PACE_EXTRA)
-
-
-def recovery_start(record: Record) -> Optional[float]:
-    """When the receiver first answered 200 after its script started."""
-    start = record["started_at"]
-    times = [q["answered"] for q in record["requests"]
-             if q["status"] == 200 and start is not None and
-             q["answered"] >= start]
-    return min(times) if times else None
+        return PACE_SLACK * self.pace + PACE_EXTRA
 
 
 def pace_buckets(workers: Workers, record: Record,
                  samples: List[Dict[str, Any]]) -> List[Bucket]:
-    """The release after recovery in one-second buckets of arrivals, from
-    the first 200 of the recovery to the last sample that still showed the
-    release running (release_pace.releasing; after it admissions are no
-    longer paced). Half-open probes are not paced (the breaker's quota
-    lets them go) and are counted apart.
+    """The receiver's arrivals in one-second buckets from its script's
+    start: those seconds in which a GetEndpoint sample showed the
+    endpoint's release running (release_pace.releasing: deliveries parked
+    while it was down or in a Retry-After window are coming back, and every
+    admission takes a slot on its queue at the learned pace). Half-open
+    probes are not paced (the breaker's quota lets them go) and are
+    counted apart.
 
     A bucket's pace is the highest release_pace.per_second sampled from
-    one second before it to two after. The bound on its paced arrivals,
-    PACE_SLACK x pace + PACE_EXTRA, allows for: the queue's GCRA, which
-    lets 1 + (T + 0.1 s) x pace admissions through in any T seconds
-    (ReleasePacer::kBurst); arrivals lagging their admission (a worker's
-    thread scheduled late on a loaded machine, the HTTP connect), so that
-    a bucket of arrivals may hold up to 0.4 s of the previous second's
-    admissions; and sampling: the pace grows during a release while
-    attempts succeed (never falls here: nothing fails once the receiver
-    recovered), so the highest sample near the bucket is at least the pace
-    its admissions were given."""
-    start = recovery_start(record)
-    if start is None:
+    one second before it to its end, or the first sample after it (a gap
+    in the sampling). The bound on its paced arrivals, PACE_SLACK x pace +
+    PACE_EXTRA, allows for the queue's GCRA, which lets at most 1 + (T +
+    0.1 s) x pace admissions through in any T seconds (ReleasePacer::
+    kBurst), and for arrivals lagging their admission -- a worker's thread,
+    the agent or the receiver scheduled late on a loaded machine -- by up
+    to 0.9 s, so that a bucket of arrivals may hold admissions from T =
+    1.9 s: 1 + 2 x pace, and one for rounding."""
+    start = record["started_at"]
+    if start is None or not record["requests"]:
         return []
-    running = [s["t"] for s in samples if s["releasing"] and s["t"] >= start]
-    end = max(running) if running else start
     adm = admissions(workers)
+    end = max(q["arrived"] for q in record["requests"])
     buckets = []
     b = start
-    while b < end:
-        arrivals = [q for q in record["requests"]
-                    if b <= q["arrived"] < b + 1]
-        probes = sum(1 for q in arrivals
-                     if adm.get((q["id"], q["attempt"]), {}).get("reason") ==
-                     "HALF_OPEN_PROBE")
-        near = [s["per_second"] for s in samples if b - 1 <= s["t"] < b + 2]
-        buckets.append(Bucket(b, len(arrivals) - probes, probes,
-                              max(near) if near else None))
+    while b <= end:
+        if any(s["releasing"] for s in samples if b <= s["t"] < b + 1):
+            arrivals = [q for q in record["requests"]
+                        if b <= q["arrived"] < b + 1]
+            probes = sum(1 for q in arrivals
+                         if adm.get((q["id"], q["attempt"]), {}).get(
+                             "reason") == "HALF_OPEN_PROBE")
+            near = [s["per_second"] for s in samples
+                    if b - 1 <= s["t"] <= b + 1]
+            near += [s["per_second"] for s in samples if s["t"] > b + 1][:1]
+            buckets.append(Bucket(b, len(arrivals) - probes, probes,
+                                  max(near)))
         b += 1
     return buckets
 
 
-def pace_problems(buckets: List[Bucket], min_paced: int) -> List[str]:
-    """Every bucket within its bound, with a pace sampled near it, and at
-    least `min_paced` paced arrivals in all (else the release was not
-    exercised and the check shows nothing)."""
+def held_by_pace(workers: Workers) -> int:
+    """Admits answered DEFER(PACED): deliveries the queue held back."""
+    return sum(1 for _, d in _deliveries(workers) for e in d.get("events", [])
+               if e["call"] == "admit" and e.get("verdict") == "DEFER" and
+               e.get("reason") == "PACED")
+
+
+def pace_problems(buckets: List[Bucket], held: int,
+                  min_paced: int) -> List[str]:
+    """Every bucket within its bound; and the pace was exercised: at least
+    `min_paced` paced arrivals while the release ran, and at least one
+    delivery held back by it (`held`, held_by_pace)."""
     problems = []
     for b in buckets:
-        if b.pace is None:
-            problems.append("no pace sampled near the second at %.3f"
-                            % b.start)
-        elif b.paced > b.bound:
+        if b.paced > b.bound:
             problems.append("%d paced requests arrived in the second at %.3f;"
                             " the pace was %.1f/s (bound %.1f)"
                             % (b.paced, b.start, b.pace, b.bound))
     total = sum(b.paced for b in buckets)
-    if total < min_paced:
-        problems.append("only %d paced requests during the release (want >= "
-                        "%d): the pace was not exercised" % (total, min_paced))
+    if total < min_paced or held == 0:
+        problems.append("the pace was not exercised: %d paced requests while "
+                        "the release ran (want >= %d), %d held back by it "
+                        "(want >= 1)" % (total, min_paced, held))
     return problems

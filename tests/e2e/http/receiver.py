@@ -17,7 +17,7 @@ The script (JSON; Script.parse names the field of any mistake):
    "hold_timeout": 180,             seconds, default 180
    "phases": [{"at": 0, "status": 503, "retry_after": 3},
               {"at": 7, "status": 429},
-              {"at": 13, "status": 200}]}
+              {"at": 13, "status": 200, "delay": 0.25}]}
   * Until the start, requests are answered `before_start`.
   * The start: at once without "hold"; with it, when every id in "hold"
     has arrived. Requests for those ids are held (not answered) until the
@@ -26,7 +26,9 @@ The script (JSON; Script.parse names the field of any mistake):
     together. After hold_timeout the script starts anyway and the record
     says hold_timed_out, with the ids that never came.
   * From the start, each request is answered by the last phase whose "at"
-    (seconds) has passed; "retry_after" adds "Retry-After: <seconds>".
+    (seconds) has passed; "retry_after" adds "Retry-After: <seconds>";
+    "delay" (seconds, default 0) is how long it takes to answer (an
+    endpoint's latency: the coordinator times its round trip).
 
 Accounting: a 200 acknowledges the delivery. acks[id] counts them; an id
 acknowledged a second time is listed in "duplicates" (it is still answered
@@ -47,7 +49,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MAX_BODY_BYTES = 64 * 1024
 DEFAULT_HOLD_TIMEOUT = 180.0
@@ -62,6 +64,7 @@ class Phase:
     at: float                    # seconds since the start
     status: int
     retry_after: Optional[int]   # seconds, sent as Retry-After
+    delay: float = 0.0           # seconds before the answer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +100,9 @@ class Script:
         for i, p in enumerate(phases):
             where = "phases[%d]" % i
             if not isinstance(p, dict) or set(p) - {"at", "status",
-                                                     "retry_after"}:
-                raise ScriptError("%s: expected {at, status, [retry_after]}"
-                                  % where)
+                                                     "retry_after", "delay"}:
+                raise ScriptError("%s: expected {at, status, [retry_after], "
+                                  "[delay]}" % where)
             at = p.get("at")
             if not (isinstance(at, (int, float)) and at >= 0):
                 raise ScriptError("%s.at: expected seconds >= 0, got %r"
@@ -114,8 +117,14 @@ class Script:
                                        not isinstance(ra, bool) and ra >= 0):
                 raise ScriptError("%s.retry_after: expected whole seconds "
                                   ">= 0, got %r" % (where, ra))
+            delay = p.get("delay", 0)
+            if not (isinstance(delay, (int, float)) and
+                    not isinstance(delay, bool) and 0 <= delay <= 60):
+                raise ScriptError("%s.delay: expected seconds in [0, 60], "
+                                  "got %r" % (where, delay))
             parsed.append(Phase(float(at), _status(p.get("status"),
-                                                   where + ".status"), ra))
+                                                   where + ".status"), ra,
+                                float(delay)))
         return Script(before, frozenset(hold), float(timeout), tuple(parsed))
 
     def phase_at(self, since_start: float) -> Phase:
@@ -137,11 +146,14 @@ def _status(v: Any, where: str) -> int:
 
 class Receiver:
     """The script's state and the record; thread-safe. `clock` gives Unix
-    seconds (the record's times, comparable with the workers' logs)."""
+    seconds (the record's times, comparable with the workers' logs);
+    `sleep` waits out a phase's delay."""
 
-    def __init__(self, script: Script, clock=time.time) -> None:
+    def __init__(self, script: Script, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.script = script
         self._clock = clock
+        self._sleep = sleep
         self._cv = threading.Condition()
         self._started_at: Optional[float] = None
         self._waiting = set(script.hold)
@@ -168,8 +180,8 @@ class Receiver:
         self._cv.notify_all()
 
     def answer(self, body: bytes) -> Phase:
-        """Decides the answer to one request (blocking while it is held)
-        and records it."""
+        """Decides the answer to one request (blocking while it is held),
+        waits out the phase's delay and records it."""
         arrived = self._clock()
         try:
             doc = json.loads(body)
@@ -180,6 +192,20 @@ class Receiver:
             with self._cv:
                 self._malformed.append(body[:200].decode("utf-8", "replace"))
             return Phase(0, 400, None)
+        held, phase = self._decide(delivery)
+        if phase.delay > 0:
+            self._sleep(phase.delay)
+        with self._cv:
+            self._requests.append({
+                "arrived": arrived, "answered": self._clock(),
+                "id": delivery, "attempt": doc.get("attempt"),
+                "worker": doc.get("worker"), "status": phase.status,
+                "retry_after": phase.retry_after, "held": held})
+        return phase
+
+    def _decide(self, delivery: str) -> Tuple[bool, Phase]:
+        """(held, the phase that answers) for a request of `delivery`; a
+        200 is counted as its acknowledgement."""
         with self._cv:
             held = self._started_at is None and delivery in self._waiting
             if held:
@@ -197,12 +223,7 @@ class Receiver:
                 self._acks[delivery] = n
                 if n == 2:
                     self._duplicates.append(delivery)
-            self._requests.append({
-                "arrived": arrived, "answered": self._clock(),
-                "id": delivery, "attempt": doc.get("attempt"),
-                "worker": doc.get("worker"), "status": phase.status,
-                "retry_after": phase.retry_after, "held": held})
-        return phase
+        return held, phase
 
     def record(self) -> Dict[str, Any]:
         with self._cv:
@@ -257,6 +278,12 @@ def make_handler(receiver: Receiver):
     return Handler
 
 
+class Server(http.server.ThreadingHTTPServer):
+    """A thread per request; a listen backlog for a burst of deliveries."""
+    daemon_threads = True
+    request_queue_size = 128
+
+
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--script", required=True, help="the script (JSON file)")
@@ -270,9 +297,7 @@ def main(argv: List[str]) -> int:
         return 2
     host, _, port = args.address.rpartition(":")
     receiver = Receiver(script)
-    server = http.server.ThreadingHTTPServer((host, int(port)),
-                                             make_handler(receiver))
-    server.daemon_threads = True
+    server = Server((host, int(port)), make_handler(receiver))
     threading.Thread(target=receiver.start_after_timeout, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
         target=server.shutdown, daemon=True).start())

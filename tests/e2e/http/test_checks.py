@@ -3,7 +3,6 @@ receiver (receiver.py) on made-up records and a fake clock: each check
 passes a record that holds and fails the one made to break it, so that
 e2e.http.delivery cannot pass by checking nothing."""
 
-import http.server
 import json
 import threading
 import urllib.error
@@ -196,50 +195,59 @@ def test_a_delivery_held_by_its_own_retry_after_is_not_counted():
 # --- the learned release pace ----------------------------------------------
 
 
-def pace_run(arrival_times, pace, probes=0):
-    """Recovery at t=20; `probes` HALF_OPEN_PROBE arrivals at 20.5; paced
-    arrivals at `arrival_times`; the release runs until 23 at `pace`."""
-    events, requests = [], [req(20, "first", 9, 200)]
-    events.append(ev("admit", 9, 19.9, "PROCEED", "HALF_OPEN_PROBE"))
+def pace_run(arrival_times, pace, probes=0, paced_defers=1):
+    """The script started at 0; the release runs from 20 to 23 at `pace`
+    (sampled every 50 ms from 15 to 26); `probes` HALF_OPEN_PROBE arrivals
+    at 20.5; paced arrivals at `arrival_times`; `paced_defers` deliveries
+    told DEFER(PACED) once."""
+    requests, ds = [], []
     for k in range(probes):
         requests.append(req(20.5, "p%d" % k, 2, 200))
+        ds.append(delivery("p%d" % k, [ev("admit", 2, 20.4, "PROCEED",
+                                          "HALF_OPEN_PROBE")]))
     for k, t in enumerate(arrival_times):
         requests.append(req(t, "d%d" % k, 2, 200))
-    ds = [delivery("first", events)] + [
-        delivery("p%d" % k, [ev("admit", 2, 20.4, "PROCEED",
-                                "HALF_OPEN_PROBE")]) for k in range(probes)
-    ] + [delivery("d%d" % k, [ev("admit", 2, t - 0.01, "PROCEED",
-                                 "ADMITTED")])
-         for k, t in enumerate(arrival_times)]
-    samples = [{"t": 19 + 0.05 * k, "per_second": pace,
-                "releasing": 19 + 0.05 * k <= 23} for k in range(120)]
+        held = [ev("admit", 2, t - 0.5, "DEFER", "PACED")] \
+            if k < paced_defers else []
+        ds.append(delivery("d%d" % k, held + [
+            ev("admit", 2, t - 0.01, "PROCEED", "ADMITTED")]))
+    samples = [{"t": 15 + 0.05 * k, "per_second": pace,
+                "releasing": 20 <= 15 + 0.05 * k < 23} for k in range(220)]
     return checks.pace_buckets(workers(py=ds), record(requests, 0.0),
-                               samples)
+                               samples), checks.held_by_pace(workers(py=ds))
 
 
 def test_a_release_at_the_pace_passes():
-    buckets = pace_run([20.05 + k / 10 for k in range(30)], pace=10, probes=5)
-    assert [b.paced for b in buckets] == [10, 10, 10]
-    assert buckets[0].probes == 5 and buckets[0].pace == 10
-    assert checks.pace_problems(buckets, min_paced=10) == []
+    buckets, held = pace_run([20.05 + k / 10 for k in range(30)], pace=10,
+                             probes=5)
+    assert [(b.start, b.paced, b.probes, b.pace) for b in buckets] == [
+        (20, 10, 5, 10), (21, 10, 0, 10), (22, 10, 0, 10)]
+    assert held == 1
+    assert checks.pace_problems(buckets, held, min_paced=10) == []
 
 
 def test_an_unpaced_release_fails():
-    buckets = pace_run([20.2 + k / 100 for k in range(30)], pace=10)
-    problems = checks.pace_problems(buckets, min_paced=10)
-    assert problems == ["30 paced requests arrived in the second at 20.001; "
-                        "the pace was 10.0/s (bound 17.0)"]
+    buckets, held = pace_run([20.2 + k / 100 for k in range(30)], pace=10)
+    assert checks.pace_problems(buckets, held, min_paced=10) == [
+        "30 paced requests arrived in the second at 20.000; the pace was "
+        "10.0/s (bound 22.0)"]
 
 
-def test_a_release_that_brought_nothing_back_fails():
-    buckets = pace_run([20.5], pace=10)
-    assert checks.pace_problems(buckets, min_paced=10) == [
-        "only 1 paced requests during the release (want >= 10): the pace "
-        "was not exercised"]
+def test_a_release_that_held_nothing_back_or_brought_nothing_fails():
+    buckets, held = pace_run([20.05 + k / 10 for k in range(30)], pace=10,
+                             paced_defers=0)
+    assert checks.pace_problems(buckets, held, min_paced=10) == [
+        "the pace was not exercised: 30 paced requests while the release "
+        "ran (want >= 10), 0 held back by it (want >= 1)"]
+    buckets, held = pace_run([20.5], pace=10)
+    assert checks.pace_problems(buckets, held, min_paced=10)
 
 
-def test_no_recovery_no_buckets():
-    assert checks.pace_buckets({}, record([req(1, "a", 1, 503)]), []) == []
+def test_seconds_without_a_release_are_not_bounded():
+    # 30 at once before the release and after it: not the queue's doing.
+    buckets, _ = pace_run([10.5] * 30 + [24.5] * 30, pace=10)
+    assert [(b.start, b.paced) for b in buckets] == [(20, 0), (21, 0),
+                                                     (22, 0)]
 
 
 # --- the receiver ------------------------------------------------------------
@@ -331,8 +339,7 @@ def test_a_hold_never_met_starts_the_script_and_says_so():
 def test_the_server_answers_http_with_retry_after_and_its_record():
     r = rx.Receiver(rx.Script.parse({"phases": [
         {"at": 0, "status": 503, "retry_after": 7}]}))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             rx.make_handler(r))
+    server = rx.Server(("127.0.0.1", 0), rx.make_handler(r))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = "http://127.0.0.1:%d" % server.server_address[1]
     try:

@@ -36,17 +36,24 @@ PROCEED(RETRY_AFTER) to a failure it reported without one) while a window
 X had received was in force ([sent, known + R)) and none of that
 delivery's own responses had one in force.
 
-The release within the learned pace: from the receiver's first 200 after
-the bad period until the sampled release_pace.releasing turns false, the
-paced requests (half-open probes apart) that arrive in each second are at
-most 1.5 x the pace + 2, the pace being the highest
-release_pace.per_second that staggerd's GetEndpoint showed (sampled every
-50 ms) from one second before that second to two after it. The slack is
-for the queue's 100 ms burst tolerance, arrivals lagging their admission
-on a loaded machine, and sampling (checks.pace_buckets says why each);
-an unpaced release of the parked backlog (tens of deliveries at once)
-exceeds it. And at least a third of the deliveries must come back during
-the release, or the check would show nothing.
+The release within the learned pace: in every second (of the receiver's
+arrivals, from its script's start) in which staggerd's GetEndpoint,
+sampled every 50 ms, showed the endpoint's release running
+(release_pace.releasing: parked deliveries coming back, every admission
+taking a slot at the pace), the requests that arrived, half-open probes
+apart (the breaker's quota lets them go), number at most 2 x the pace + 2;
+the pace being the highest release_pace.per_second sampled from one second
+before that second to its end (or the first sample after it). The slack:
+the queue's GCRA lets 1 + (T + 0.1 s) x pace admissions through in any T
+seconds, and an arrival may lag its admission (a worker, the agent or the
+receiver scheduled late on a loaded machine) by up to 0.9 s, so one
+second of arrivals holds admissions from at most 1.9 s. The run releases
+at the learned pace twice: after the Retry-After windows, at 10/s into the
+429s (where it binds: an unpaced return of the thirty-odd parked
+deliveries within a second would exceed 22), and after recovery, where the
+pace grows with every success. And the pace must have been exercised: at
+least 12 requests (a third of the deliveries) arrived while the release
+ran, and at least one Admit was answered DEFER(PACED).
 
 No timing bound is asserted: on a slow machine the run takes longer, and
 every wait is a poll or a process's own end with a generous limit.

@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -217,8 +218,10 @@ HttpResponse Post(const HttpUrl& url, const std::string& body,
 // What the coordinator was asked and answered, per delivery.
 
 struct Event {
+  Event(std::string call, int attempt)
+      : call(std::move(call)), attempt(attempt), asked(absl::Now()) {}
   std::string call;
-  int attempt = 0;
+  int attempt;
   absl::Time asked, answered;
   absl::Duration wait;
   std::optional<Outcome> outcome;
@@ -265,7 +268,7 @@ class RecordingCoordinator final : public Coordinator {
 
   absl::StatusOr<ClientDecision> Admit(
       const stagger::client::AdmitRequest& in) override {
-    Event e{"admit", in.attempt, absl::Now()};
+    Event e("admit", in.attempt);
     e.wait = in.wait;
     e.decision = inner_->Admit(in);
     e.answered = absl::Now();
@@ -274,7 +277,7 @@ class RecordingCoordinator final : public Coordinator {
   }
   absl::StatusOr<ClientDecision> Report(
       const stagger::client::ReportRequest& in) override {
-    Event e{"report", in.attempt, absl::Now()};
+    Event e("report", in.attempt);
     e.outcome = in.outcome;
     e.retry_after = in.retry_after;
     e.decision = inner_->Report(in);
@@ -293,6 +296,7 @@ class RecordingCoordinator final : public Coordinator {
 // One delivery, to its end.
 
 struct Delivery {
+  explicit Delivery(std::string id) : id(std::move(id)) {}
   std::string id;
   std::string end = "ERROR";
   std::string reason;  // GAVE_UP only
@@ -389,10 +393,10 @@ int main(int argc, char** argv) {
 
   std::vector<Delivery> warmups, deliveries;
   for (const std::string& id : absl::GetFlag(FLAGS_warmup_ids)) {
-    warmups.push_back(Delivery{id});
+    warmups.emplace_back(id);
   }
   for (const std::string& id : absl::GetFlag(FLAGS_ids)) {
-    deliveries.push_back(Delivery{id});
+    deliveries.emplace_back(id);
   }
   for (Delivery& d : warmups) Deliver(client->get(), *key, *url, name, &d);
   std::fprintf(stderr, "%s: %zu warm-up deliveries done; %zu at once\n",

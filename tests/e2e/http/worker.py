@@ -31,10 +31,9 @@ import time
 import urllib.parse
 from typing import Any, Dict, List, Optional
 
-from stagger import (Attempt, AttemptResult, CoordinatorClient, Decision,
-                     LoopOptions, Outcome, RetryLoop, endpoint_key_from_url,
-                     reason_name)
-from stagger.cancel import Canceller
+from stagger import (Attempt, AttemptResult, Canceller, CoordinatorClient,
+                     Decision, LoopOptions, Outcome, RetryLoop,
+                     endpoint_key_from_url, reason_name)
 
 
 class RecordingCoordinator:
