@@ -125,11 +125,12 @@ def admissions(workers: Workers) -> Dict[Tuple[str, int], Dict[str, Any]]:
     return out
 
 
-def decided_after(admit: Dict[str, Any]) -> float:
-    """The earliest instant the coordinator can have decided `admit` at:
-    when it was asked; for a waiting Admit (wait > 0), which a coordinator
-    may hold and decide when it answers, when the answer came."""
-    return admit["answered"] if admit.get("wait", 0) > 0 else admit["asked"]
+def decided_at(call: Dict[str, Any]) -> float:
+    """When the coordinator decided a call, by the worker's record: when it
+    was asked (it answers at once; the call's transit is all that is
+    between), or for a waiting Admit (wait > 0), which the coordinator may
+    hold and decide when it lets it go, when the answer came."""
+    return call["answered"] if call.get("wait", 0) > 0 else call["asked"]
 
 
 def retry_after_windows(workers: Workers,
@@ -159,11 +160,12 @@ def retry_after_violations(workers: Workers, record: Record,
     """No request arrives inside a Retry-After window unless it was in
     flight when the coordinator learned the window: a request violates
     window w if it arrived in [w.sent, w.sent + w.seconds) and the Admit
-    that let it go can only have been decided after w.known (it was asked
-    after w.known; a waiting Admit: answered after it). Such an Admit
-    reached the coordinator after the coordinator had learned w, so it
-    should have been held. Every request must have an Admit that let it
-    go."""
+    that let it go was decided at or after w.known (decided_at: asked then;
+    a waiting Admit, answered then). Such an Admit was decided by a
+    coordinator that knew w, so it should have been held. Every request
+    must have an Admit that let it go. (A waiting Admit that a coordinator
+    holding no calls answered at once was decided a call's transit --
+    milliseconds -- before its answer came.)"""
     adm = admissions(workers)
     problems = []
     for q in record["requests"]:
@@ -173,14 +175,14 @@ def retry_after_violations(workers: Workers, record: Record,
                             "PROCEED for it" % (q["id"], q["attempt"]))
             continue
         for w in windows:
-            if w.holds_arrival(q["arrived"]) and decided_after(a) >= w.known:
+            if w.holds_arrival(q["arrived"]) and decided_at(a) >= w.known:
                 problems.append(
                     "%s %s #%d arrived %.3fs into the %gs Retry-After window "
                     "%s #%d received, admitted (%s, %s) %.3fs after the "
                     "coordinator knew it" % (
                         q["worker"], q["id"], q["attempt"],
                         q["arrived"] - w.sent, w.seconds, w.id, w.attempt,
-                        a["reason"], a["source"], decided_after(a) - w.known))
+                        a["reason"], a["source"], decided_at(a) - w.known))
                 break
     return problems
 
@@ -189,9 +191,10 @@ def held_by_others(workers: Workers,
                    windows: List[Window]) -> Dict[Tuple[str, str], int]:
     """(X, L) -> how often a delivery of worker L was told to wait for a
     Retry-After (an Admit answered DEFER(RETRY_AFTER_WINDOW), or a failure
-    it reported without one answered PROCEED(RETRY_AFTER)) while a window
-    worker X had received was in force and none of the delivery's own
-    responses had a window in force: X's Retry-After, honoured by L."""
+    it reported without one answered PROCEED(RETRY_AFTER)) when, as the
+    coordinator decided it (decided_at), a window worker X had received
+    was in force and none of the delivery's own responses had a window in
+    force: X's Retry-After, honoured by L."""
     out: Dict[Tuple[str, str], int] = {}
     for name, d in _deliveries(workers):
         own = [w for w in windows if w.id == d["id"]]
@@ -200,7 +203,7 @@ def held_by_others(workers: Workers,
                      e.get("reason") == "RETRY_AFTER_WINDOW") or
                     (e["call"] == "report" and "retry_after" not in e and
                      e.get("reason") == "RETRY_AFTER"))
-            t = e["asked"]
+            t = decided_at(e)
             if not told or any(w.in_force(t) for w in own):
                 continue
             for x in {w.worker for w in windows

@@ -178,6 +178,24 @@ def test_honoured_across_needs_both_other_languages():
     assert checks.honoured_across(["cpp", "py", "ts"], held_run({"cpp"}))
 
 
+def test_a_waiting_admit_is_attributed_when_it_was_answered():
+    # ts-0's own window runs to 3.1; asked at 3, held, answered DEFER at 11
+    # under py's window (10..13.1).
+    w = workers(
+        py=[delivery("a", [ev("report", 1, 10.05, "PROCEED", "RETRY_AFTER",
+                              answered=10.1, outcome="RATE_LIMITED",
+                              retry_after=3.0)])],
+        ts=[delivery("ts-0", [
+            ev("report", 1, 0.05, "PROCEED", "RETRY_AFTER", answered=0.1,
+               outcome="RATE_LIMITED", retry_after=3.0),
+            ev("admit", 2, 3.0, "DEFER", "RETRY_AFTER_WINDOW", answered=11,
+               wait=3.5)])])
+    windows, _ = checks.retry_after_windows(w, record([
+        req(0, "ts-0", 1, 503, ra=3, worker="ts"),
+        req(9.999, "a", 1, 503, ra=3)]))
+    assert checks.held_by_others(w, windows) == {("py", "ts"): 1}
+
+
 def test_a_delivery_held_by_its_own_retry_after_is_not_counted():
     w = workers(py=[delivery("a", [
         ev("report", 1, 10.05, "PROCEED", "RETRY_AFTER", answered=10.1,
