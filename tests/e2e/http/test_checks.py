@@ -97,7 +97,7 @@ def test_attempts_match_fails_a_lost_and_a_repeated_attempt():
                                             req(2, "a", 2, 200)]))
 
 
-# --- Retry-After ---------------------------------------------------------------
+# --- Retry-After -----------------------------------------------------------
 # Delivery "a" (worker py) gets a 503 with Retry-After 3 at t=10; py's
 # report of it is answered at t=10.1 (`known`). Delivery "b" (worker ts)
 # sends attempt 2 at various times.

@@ -90,9 +90,15 @@ std::string Json(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -119,7 +125,8 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
   const size_t slash = url.find('/');
   absl::string_view authority = url.substr(0, slash);
   HttpUrl u;
-  u.path = slash == absl::string_view::npos ? "/" : std::string(url.substr(slash));
+  u.path =
+      slash == absl::string_view::npos ? "/" : std::string(url.substr(slash));
   const size_t colon = authority.rfind(':');
   u.host = std::string(authority.substr(0, colon));
   u.port = colon == absl::string_view::npos
@@ -138,8 +145,8 @@ struct HttpResponse {
 // Sends the whole buffer; false on error or timeout (errno says which).
 bool SendAll(int fd, const std::string& data) {
   for (size_t sent = 0; sent < data.size();) {
-    const ssize_t n = send(fd, data.data() + sent, data.size() - sent,
-                           MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) return false;
     sent += static_cast<size_t>(n);
   }
@@ -178,8 +185,7 @@ HttpResponse Post(const HttpUrl& url, const std::string& body,
   if (getaddrinfo(url.host.c_str(), url.port.c_str(), &hints, &addrs) != 0) {
     return r;
   }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(addrs,
-                                                           freeaddrinfo);
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(addrs, freeaddrinfo);
   const int fd = socket(addrs->ai_family, addrs->ai_socktype, 0);
   if (fd < 0) return r;
   // Bounds connect (Linux: SO_SNDTIMEO), every send and every receive.
@@ -193,8 +199,8 @@ HttpResponse Post(const HttpUrl& url, const std::string& body,
   std::string raw;
   if (connect(fd, addrs->ai_addr, addrs->ai_addrlen) != 0 ||
       !SendAll(fd, request)) {
-    r.timed_out = errno == EAGAIN || errno == EWOULDBLOCK ||
-                  errno == EINPROGRESS;
+    r.timed_out =
+        errno == EAGAIN || errno == EWOULDBLOCK || errno == EINPROGRESS;
     close(fd);
     return r;
   }
@@ -240,24 +246,23 @@ std::string EventJson(const Event& e) {
                     stagger::engine::OutcomeName(*e.outcome), "\"");
   }
   if (e.retry_after) {
-    absl::StrAppend(&s, ", \"retry_after\": ",
-                    absl::ToDoubleSeconds(*e.retry_after));
+    absl::StrAppend(
+        &s, ", \"retry_after\": ", absl::ToDoubleSeconds(*e.retry_after));
   }
   if (!e.decision.ok()) {
-    return absl::StrCat(s, ", \"error\": ",
-                        Json(e.decision.status().ToString()), "}");
+    return absl::StrCat(
+        s, ", \"error\": ", Json(e.decision.status().ToString()), "}");
   }
   const ClientDecision& d = *e.decision;
   return absl::StrCat(
-      s,
-      absl::StrFormat(", \"verdict\": \"%s\", \"reason\": \"%s\", "
-                      "\"source\": \"%s\", \"delay\": %.6f, \"defer_for\": "
-                      "%.6f}",
-                      stagger::engine::VerdictName(d.verdict),
-                      stagger::engine::ReasonName(d.reason),
-                      stagger::client::DecisionSourceName(d.source),
-                      absl::ToDoubleSeconds(d.delay),
-                      absl::ToDoubleSeconds(d.defer_for)));
+      s, absl::StrFormat(", \"verdict\": \"%s\", \"reason\": \"%s\", "
+                         "\"source\": \"%s\", \"delay\": %.6f, \"defer_for\": "
+                         "%.6f}",
+                         stagger::engine::VerdictName(d.verdict),
+                         stagger::engine::ReasonName(d.reason),
+                         stagger::client::DecisionSourceName(d.source),
+                         absl::ToDoubleSeconds(d.delay),
+                         absl::ToDoubleSeconds(d.defer_for)));
 }
 
 // A Coordinator that passes every call to `inner` and keeps an Event of it.
@@ -310,19 +315,21 @@ void Deliver(Coordinator* client, const std::string& key, const HttpUrl& url,
   RecordingCoordinator recorder(client);
   const stagger::client::Canceller never;
   stagger::client::RetryLoopOptions options;
-  options.deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_deadline_s));
+  options.deadline =
+      absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_deadline_s));
   const stagger::client::RetryLoop loop(&recorder, &never, options);
-  const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_attempt_timeout_s));
+  const absl::Duration timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_attempt_timeout_s));
   auto attempt = [&](int n) {
-    const HttpResponse r = Post(
-        url,
-        absl::StrCat("{\"id\": ", Json(d->id), ", \"attempt\": ", n,
-                     ", \"worker\": ", Json(name), "}"),
-        timeout);
+    const HttpResponse r =
+        Post(url,
+             absl::StrCat("{\"id\": ", Json(d->id), ", \"attempt\": ", n,
+                          ", \"worker\": ", Json(name), "}"),
+             timeout);
     AttemptResult result;
-    result.outcome = r.timed_out ? Outcome::kTimeout
-                                 : stagger::client::OutcomeFromHttpStatus(
-                                       r.status);
+    result.outcome = r.timed_out
+                         ? Outcome::kTimeout
+                         : stagger::client::OutcomeFromHttpStatus(r.status);
     if (!r.retry_after.empty()) {
       result.retry_after =
           stagger::client::ParseRetryAfter(r.retry_after, absl::Now());
@@ -355,10 +362,11 @@ std::string DeliveryJson(const Delivery& d) {
   std::vector<std::string> events;
   for (const Event& e : d.events) events.push_back(EventJson(e));
   return absl::StrCat(
-      "{\"id\": ", Json(d.id), ", \"end\": ", Json(d.end), ", \"reason\": ",
-      d.reason.empty() ? "null" : Json(d.reason), ", \"error\": ",
-      d.error.empty() ? "null" : Json(d.error), ", \"attempts\": ",
-      d.attempts, ", \"events\": [", absl::StrJoin(events, ", "), "]}");
+      "{\"id\": ", Json(d.id), ", \"end\": ", Json(d.end),
+      ", \"reason\": ", d.reason.empty() ? "null" : Json(d.reason),
+      ", \"error\": ", d.error.empty() ? "null" : Json(d.error),
+      ", \"attempts\": ", d.attempts, ", \"events\": [",
+      absl::StrJoin(events, ", "), "]}");
 }
 
 }  // namespace
@@ -375,9 +383,10 @@ int main(int argc, char** argv) {
       stagger::client::EndpointKeyFromUrl(absl::GetFlag(FLAGS_url), 1);
   if (!url.ok() || !key.ok() || out.empty() ||
       absl::GetFlag(FLAGS_target).empty()) {
-    std::fprintf(stderr, "%s: --target, --url (http://host:port/path) and "
-                 "--out are required: %s %s\n", name.c_str(),
-                 url.status().ToString().c_str(),
+    std::fprintf(stderr,
+                 "%s: --target, --url (http://host:port/path) and "
+                 "--out are required: %s %s\n",
+                 name.c_str(), url.status().ToString().c_str(),
                  key.status().ToString().c_str());
     return 2;
   }
