@@ -44,6 +44,9 @@ def main() -> int:
         path + [p for p in os.environ.get("PYTHONPATH", "").split(
             os.pathsep) if p])
     sys.path[:0] = path
+    # No __pycache__ left in the source tree, here or in the workers.
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     import scenario  # noqa: E402 -- needs the path above
 
     binaries = scenario.Binaries(
