@@ -124,7 +124,8 @@ class Sampler(threading.Thread):
     def __init__(self, target: str, key: str) -> None:
         super().__init__(daemon=True)
         self.samples: List[Dict[str, Any]] = []
-        self._stub = rpc.RetryCoordinatorStub(grpc.insecure_channel(target))
+        self._channel = grpc.insecure_channel(target)
+        self._stub = rpc.RetryCoordinatorStub(self._channel)
         self._key = key
         self._done = threading.Event()
 
@@ -150,6 +151,7 @@ class Sampler(threading.Thread):
     def stop(self) -> List[Dict[str, Any]]:
         self._done.set()
         self.join(timeout=30)
+        self._channel.close()
         return list(self.samples)
 
 
@@ -167,12 +169,18 @@ class Worker:
             sys.stderr.write("[%s] %s" % (self.name, line))
 
     def finish(self, deadline: float) -> Optional[int]:
+        """Its exit code, or None if it had to be killed at `deadline`
+        (time.monotonic())."""
         try:
             return self.p.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        if self.p.poll() is None:
             self.p.kill()
             self.p.wait(timeout=30)
-            return None
 
     def result(self) -> Dict[str, Any]:
         try:
@@ -192,6 +200,7 @@ def run(b: Binaries, log: Callable[..., None] = print) -> Run:
                    "hold": [i for w in WORKERS for i in ids[w]["main"]],
                    "hold_timeout": HOLD_TIMEOUT_S}, f)
     procs: List[Proc] = []
+    workers: List[Worker] = []
     try:
         sd = Staggerd(b.staggerd, extra=["--config=" + CONFIG])
         procs.append(sd)
@@ -216,7 +225,6 @@ def run(b: Binaries, log: Callable[..., None] = print) -> Run:
         argv = {"cpp": [b.cpp_worker],
                 "py": [b.python, os.path.join(HERE, "worker.py")],
                 "ts": [b.node, b.js_worker]}
-        workers = []
         for w in WORKERS:
             out = os.path.join(work, w + ".json")
             workers.append(Worker(w, argv[w] + [
@@ -238,6 +246,8 @@ def run(b: Binaries, log: Callable[..., None] = print) -> Run:
                    record, {w.name: w.result() for w in workers}, exit_codes,
                    samples)
     finally:
+        for w in workers:
+            w.kill()  # only if the run failed before they ended
         for p in reversed(procs):
             p.stop()
 
