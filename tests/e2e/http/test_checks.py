@@ -281,6 +281,8 @@ def test_seconds_without_a_release_are_not_bounded():
      "phases[0].status: expected an HTTP status 100..599, got 99"),
     ({"phases": [{"at": 0, "status": 503, "retry_after": 1.5}]},
      "phases[0].retry_after: expected whole seconds >= 0, got 1.5"),
+    ({"phases": [{"at": 0, "status": 200, "delay": -1}]},
+     "phases[0].delay: expected seconds in [0, 60], got -1"),
     ({"phases": [{"at": 0, "status": 200}], "hold": ["a", "a"]},
      "hold: ids repeat"),
     ({"phases": [{"at": 0, "status": 200}], "hold_timeout": 0},
@@ -322,6 +324,18 @@ def test_phases_by_time_since_start_and_duplicates():
     assert [q["status"] for q in rec["requests"]] == [503, 429, 200, 200]
     assert r.answer(b"{}").status == 400
     assert r.record()["malformed"] == ["{}"]
+
+
+def test_a_phase_delay_is_waited_before_the_answer():
+    clock = FakeClock()
+
+    def sleep(seconds):
+        clock.now += seconds
+    r = rx.Receiver(rx.Script.parse({"phases": [
+        {"at": 0, "status": 200, "delay": 0.25}]}), clock, sleep)
+    assert r.answer(body("a")) == rx.Phase(0, 200, None, 0.25)
+    q = r.record()["requests"][0]
+    assert (q["arrived"], q["answered"]) == (1000, 1000.25)
 
 
 def test_the_hold_answers_the_burst_together_by_the_first_phase():
