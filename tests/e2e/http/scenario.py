@@ -14,7 +14,7 @@ three workers -- C++ (worker.cc), Python (worker.py), TypeScript
        t >= 13       200, each answered after 250 ms
      So every first attempt precedes every Retry-After window: the
      coordinator holds retries to an endpoint's Retry-After window, not
-     first attempts of new deliveries (README, "Admit checks").
+     first attempts of new deliveries (core/engine/decision_path.h).
   3. The burst's retries come back when the coordinator lets them, about
      3 s later, still in the 503 phase: the first of them receives a
      Retry-After of its own, which the coordinator then holds every other

@@ -25,9 +25,9 @@ hold and decide when it answers: answered before `known`). Assertion: no
 request arrives inside a window unless it was in flight for it. That
 covers the held burst (every first attempt arrived before the first
 Retry-After was sent) and every later window. (Only retries are held to a
-window -- README, "Admit checks" -- which is why the script holds every
-first attempt until all have arrived: after the burst, every request is a
-retry.)
+window -- core/engine/decision_path.h, the Admit gates -- which is why the
+script holds every first attempt until all have arrived: after the burst,
+every request is a retry.)
 
 Honoured across languages: at least one worker X received a Retry-After
 that each of the two others honoured: a delivery of theirs was told to
