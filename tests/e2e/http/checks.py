@@ -287,10 +287,12 @@ def pace_buckets(workers: Workers, record: Record,
 
 
 def held_by_pace(workers: Workers) -> int:
-    """Admits answered DEFER(PACED): deliveries the queue held back."""
+    """Admits the release queue held back: answered DEFER(PACED), or
+    waiting Admits it let go when its pace had room (PROCEED(RELEASED);
+    a coordinator that holds waiting calls)."""
     return sum(1 for _, d in _deliveries(workers) for e in d.get("events", [])
-               if e["call"] == "admit" and e.get("verdict") == "DEFER" and
-               e.get("reason") == "PACED")
+               if e["call"] == "admit" and (e.get("verdict"), e.get("reason"))
+               in (("DEFER", "PACED"), ("PROCEED", "RELEASED")))
 
 
 def pace_problems(buckets: List[Bucket], held: int,

@@ -319,7 +319,8 @@ def evaluate(r: Run) -> Tuple[Dict[str, List[str]], List[str]]:
                      for (x, l), n in sorted(held.items())))
     lines.append("seconds while the release ran (arrivals: paced + "
                  "probes; the highest pace sampled; the bound); %d admits "
-                 "answered DEFER(PACED):" % paced_back)
+                 "held back by it (DEFER(PACED), PROCEED(RELEASED)):"
+                 % paced_back)
     lines += pace_table(r, buckets)
     lines.append("%d GetEndpoint samples" % len(r.samples))
     return problems, lines

@@ -261,6 +261,12 @@ def test_a_release_that_held_nothing_back_or_brought_nothing_fails():
     assert checks.pace_problems(buckets, held, min_paced=10)
 
 
+def test_a_waiting_admit_released_by_the_pace_counts_as_held():
+    w = workers(py=[delivery("a", [
+        ev("admit", 2, 1, "PROCEED", "RELEASED", answered=2, wait=1.5)])])
+    assert checks.held_by_pace(w) == 1
+
+
 def test_seconds_without_a_release_are_not_bounded():
     # 30 at once before the release and after it: not the queue's doing.
     buckets, _ = pace_run([10.5] * 30 + [24.5] * 30, pace=10)

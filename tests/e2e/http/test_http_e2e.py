@@ -53,7 +53,8 @@ at the learned pace twice: after the Retry-After windows, at 10/s into the
 deliveries within a second would exceed 22), and after recovery, where the
 pace grows with every success. And the pace must have been exercised: at
 least 12 requests (a third of the deliveries) arrived while the release
-ran, and at least one Admit was answered DEFER(PACED).
+ran, and at least one Admit was held back by it (answered DEFER(PACED), or
+a waiting Admit answered PROCEED(RELEASED)).
 
 No timing bound is asserted: on a slow machine the run takes longer, and
 every wait is a poll or a process's own end with a generous limit.
