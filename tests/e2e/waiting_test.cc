@@ -121,14 +121,20 @@ TEST(WaitingE2ETest, ParkedDeliveriesAreRecalledWhenTheProbeSucceeds) {
   for (const LoopResult& r : runs.results) {
     EXPECT_EQ(r.end, LoopEnd::kSucceeded) << LoopEndName(r.end);
   }
-  // One probe, then releases; none waited out a drawn check-in time.
-  int probes = 0, released = 0;
+  // One probe, then releases of held calls (or, for a call that re-asked
+  // after its wait ran out while the probe was out, ADMITTED on arrival);
+  // none went on a PACED check-in time it slept out.
+  int probes = 0, released = 0, admitted = 0;
+  std::string reasons;
   for (Reason r : runs.go_reasons) {
     probes += r == Reason::kHalfOpenProbe;
     released += r == Reason::kReleased;
+    admitted += r == Reason::kAdmitted;
+    absl::StrAppend(&reasons, ReasonName(r), " ");
   }
-  EXPECT_EQ(probes, 1);
-  EXPECT_EQ(probes + released, 20);
+  EXPECT_EQ(probes, 1) << reasons;
+  EXPECT_EQ(probes + released + admitted, 20) << reasons;
+  EXPECT_GE(released, 10) << reasons;
   EXPECT_EQ(Waiting(**server), 0);
 }
 
