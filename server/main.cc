@@ -1,13 +1,13 @@
 // staggerd: the Stagger retry coordinator server. Wiring only: the flags,
 // then the steps in server/daemon/ in order, each a unit whose header
 // states its contract:
-//   check the flags (transport limits, config, state file, replicas)
-//   -> engine -> metrics -> security -> state keeper -> services
-//   -> servers (gRPC port, health port) -> config watch -> eviction loop
-//   -> wait for a signal -> drain.
+//   check the flags (transport limits, config, state file, replicas,
+//   status peers) -> engine -> status page (if asked) -> metrics
+//   -> security -> state keeper -> services -> servers (gRPC port, health
+//   port) -> config watch -> eviction loop -> wait for a signal -> drain.
 //
 // Flags: below and in transport_flags.cc; `staggerd --help` lists every one
-// (core/cli/usage.h) and README's "Running staggerd" has each with its
+// (core/cli/usage.h) and docs/OPERATING.md's "Flags" has each with its
 // default and meaning (tests/server/flags_documented_test.py keeps the
 // three in step).
 // Signals: SIGHUP reloads the config file now; SIGTERM/SIGINT drain
@@ -33,7 +33,7 @@
 #include "server/daemon/drain.h"
 #include "server/daemon/eviction_loop.h"
 #include "server/daemon/exit_codes.h"
-#include "server/daemon/leases.h"
+#include "server/daemon/decision_services.h"
 #include "server/daemon/log.h"
 #include "server/daemon/metrics_stack.h"
 #include "server/daemon/servers.h"
@@ -41,6 +41,7 @@
 #include "server/daemon/startup_config.h"
 #include "server/daemon/usage_message.h"
 #include "server/daemon/state_file.h"
+#include "server/daemon/status_page.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
@@ -93,9 +94,17 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(5),
           "how long a lease granted to a stagger-agent lasts unless renewed "
           "or revoked; 0: grant none (agents ask this coordinator for "
           "everything); else 1s..10m");
+ABSL_FLAG(int64_t, max_waiting_calls, 100000,
+          "waiting Admits (AdmitRequest.wait) held at once; beyond it a "
+          "waiting Admit is answered at once; 0: no waiting admission");
 ABSL_FLAG(std::string, health_address, "",
           "separate plaintext address serving only the gRPC health service; "
           "empty: none");
+ABSL_FLAG(std::string, status_address, "",
+          "read-only HTTP status page for operators (host:port); empty: off");
+ABSL_FLAG(std::string, status_peers, "",
+          "where the status page asks peers' gRPC health (plaintext, e.g. "
+          "their --health_address): name=host:port,... names from --replicas");
 
 namespace stagger {
 namespace {
@@ -108,6 +117,8 @@ struct CheckedFlags {
   std::optional<service::Ownership> ownership;  // unset: one replica
   daemon::DrainOptions drain;
   absl::Duration lease_ttl;
+  int64_t max_waiting_calls = 0;
+  status::StatusPageOptions status_page;
 };
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
@@ -147,6 +158,11 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
   if (absl::Status s = daemon::CheckLeaseTtl(checked.lease_ttl); !s.ok()) {
     return s;
   }
+  checked.max_waiting_calls = absl::GetFlag(FLAGS_max_waiting_calls);
+  if (absl::Status s = daemon::CheckMaxWaitingCalls(checked.max_waiting_calls);
+      !s.ok()) {
+    return s;
+  }
   const char* hostname = std::getenv("HOSTNAME");
   absl::StatusOr<std::optional<service::Ownership>> ownership =
       service::Ownership::FromFlags(absl::GetFlag(FLAGS_replicas),
@@ -154,6 +170,12 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
                                     hostname != nullptr ? hostname : "");
   if (!ownership.ok()) return ownership.status();
   checked.ownership = *std::move(ownership);
+  absl::StatusOr<status::StatusPageOptions> status_page =
+      daemon::CheckStatusPage(absl::GetFlag(FLAGS_status_address),
+                              absl::GetFlag(FLAGS_status_peers),
+                              checked.ownership);
+  if (!status_page.ok()) return status_page.status();
+  checked.status_page = *std::move(status_page);
   return checked;
 }
 
@@ -192,16 +214,16 @@ void LogReady(const std::string& address, const daemon::Servers& servers,
 
 // With several replicas, the coordinator counts the requests for keys
 // another replica owns.
-void ApplyOwnership(const std::optional<service::Ownership>& ownership,
-                    service::CoordinatorService& coordinator) {
+void LogOwnership(const std::optional<service::Ownership>& ownership) {
   if (!ownership.has_value()) return;
-  coordinator.set_ownership(&*ownership);
   daemon::Log(absl::StrCat("replica ", ownership->self(), " of ",
                            ownership->members().size()));
 }
 
-// From the metrics to the drain; returns the exit code.
-int Serve(const CheckedFlags& flags, engine::Engine& engine) {
+// From the metrics to the drain; returns the exit code. `status_page` (null
+// when off) outlives the metrics, which count decisions into its chart.
+int Serve(const CheckedFlags& flags, engine::Engine& engine,
+          status::StatusPage* status_page) {
   auto metrics = daemon::MetricsStack::Start(
       absl::GetFlag(FLAGS_metrics_address), flags.startup.config, &engine);
   if (!metrics.ok()) {
@@ -217,40 +239,37 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine) {
   std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
       flags.state_file, &engine, (*metrics)->metrics());
 
-  service::CoordinatorService coordinator(&engine, (*metrics)->metrics(),
-                                          engine::RealClock::Instance());
-  ApplyOwnership(flags.ownership, coordinator);
-  service::AdminService admin(&engine, &(*port_security)->metrics(),
-                              engine::RealClock::Instance(), daemon::Log);
-  daemon::Leases leases(&engine, flags.lease_ttl,
-                        flags.ownership ? &*flags.ownership : nullptr,
-                        (*metrics)->metrics());
-  coordinator.set_lease_hub(&leases.hub());
-  admin.set_lease_hub(&leases.hub());
+  LogOwnership(flags.ownership);
+  daemon::DecisionServices services(
+      &engine,
+      {flags.lease_ttl, flags.max_waiting_calls,
+       flags.ownership ? &*flags.ownership : nullptr},
+      (*metrics)->metrics(), &(*port_security)->metrics());
+  daemon::HookStatusPage(status_page, (*metrics)->metrics());
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
        (*port_security)->credentials()},
-      {&coordinator, &admin, &leases.sync()});
+      services.services());
   if (!servers.ok()) {
     return Fail(daemon::kExitStartupFailure, "", servers.status());
   }
   (*port_security)->StartReloading();
   auto reloader = daemon::StartConfigWatch(
       flags.startup, absl::GetFlag(FLAGS_config_poll_interval), &engine,
-      (*metrics)->metrics(), [&leases] { leases.RevokeAll(); });
+      (*metrics)->metrics(), [&services] { services.OnConfigReloaded(); });
   if (!reloader.ok()) {
     return Fail(daemon::kExitStartupFailure, "cannot watch config: ",
                 reloader.status());
   }
   daemon::EvictionLoop eviction(&engine);
-  eviction.set_each_round([&leases] { leases.Sweep(); });
+  eviction.set_each_round([&services] { services.EachRound(); });
   eviction.Start();
   LogReady(address, *servers, **port_security, **metrics);
 
   daemon::WaitForShutdownSignal(reloader->get());
   daemon::Drain(*servers, flags.drain,
-                {/*before_close=*/[&leases] { leases.hub().Shutdown(); },
+                {/*before_close=*/[&services] { services.BeforeClose(); },
                  /*after_last_answer=*/[&keeper] {
                    if (keeper) keeper->Stop();  // the last snapshot
                  }});
@@ -268,7 +287,11 @@ int Run() {
   }
   engine::Engine engine(flags->startup.config, engine::RealClock::Instance(),
                         engine::PerThreadRandom::Instance());
-  return Serve(*flags, engine);
+  auto status_page = daemon::StartStatusPage(flags->status_page, &engine);
+  if (!status_page.ok()) {
+    return Fail(daemon::kExitStartupFailure, "", status_page.status());
+  }
+  return Serve(*flags, engine, status_page->get());
 }
 
 }  // namespace

@@ -418,33 +418,21 @@ absl::StatusOr<std::vector<client::Member>> Members(const std::string& target) {
   return client::ResolveDnsMembers(spec->dns_host, spec->dns_port);
 }
 
-int Main() {
-  Run run;
-  std::string err;
-  if (!ParseOptions(&run.opt, &err)) {
-    std::fprintf(stderr, "stagger-load: %s\n", err.c_str());
-    return 2;
-  }
-  const Options& o = run.opt;
-  const bool batched =
-      o.method == Method::kAdmitBatch || o.method == Method::kReportBatch;
-
-  absl::StatusOr<std::vector<client::Member>> members = Members(o.target);
-  if (!members.ok()) {
-    std::fprintf(stderr, "stagger-load: --%s\n",
-                 std::string(members.status().message()).c_str());
-    return 2;
-  }
-  std::vector<std::string> names;
-  for (const client::Member& m : *members) names.push_back(m.name);
-  const wire::Rendezvous owners = *wire::Rendezvous::Create(names);
-  const bool sharded = members->size() > 1;
-
+// The connections to every replica: --channels channels each, all
+// connected; per channel its stub and the replica it goes to.
+struct Connections {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::RetryCoordinator::Stub>> stubs;
-  std::vector<size_t> replica_of;  // per channel
-  for (size_t r = 0; r < members->size(); ++r) {
-    const std::string& target = (*members)[r].target;
+  std::vector<size_t> replica_of;
+};
+
+// Opens o.channels channels to each member, each on its own connection, and
+// waits up to o.connect_timeout for each. False (the error printed) if one
+// does not connect.
+bool Connect(const std::vector<client::Member>& members, const Options& o,
+             Connections* out) {
+  for (size_t r = 0; r < members.size(); ++r) {
+    const std::string& target = members[r].target;
     for (int c = 0; c < o.channels; ++c) {
       grpc::ChannelArguments args;
       // A channel arg that differs per channel, and no shared subchannel
@@ -459,61 +447,88 @@ int Main() {
         std::fprintf(stderr, "stagger-load: cannot connect to %s within %s\n",
                      target.c_str(),
                      absl::FormatDuration(o.connect_timeout).c_str());
-        return 2;
+        return false;
       }
-      stubs.push_back(v1::RetryCoordinator::NewStub(ch));
-      channels.push_back(std::move(ch));
-      replica_of.push_back(r);
+      out->stubs.push_back(v1::RetryCoordinator::NewStub(ch));
+      out->channels.push_back(std::move(ch));
+      out->replica_of.push_back(r);
     }
   }
+  return true;
+}
 
-  const int num_loops = static_cast<int>(stubs.size()) * o.inflight;
+// --inflight loops per channel. Loop i takes keys i, i + L, i + 2L, ...
+// (mod --endpoints). With several replicas (`owners` set), the L_r loops of
+// replica r take the keys j, j + L_r, ... that r owns (j: the loop's
+// number among them), so together they cover every key r owns.
+std::vector<std::unique_ptr<Loop>> MakeLoops(Run* run, const Connections& conn,
+                                             size_t replicas,
+                                             const wire::Rendezvous* owners) {
+  const Options& o = run->opt;
+  const int num_loops = static_cast<int>(conn.stubs.size()) * o.inflight;
+  const int loops_per_replica = num_loops / static_cast<int>(replicas);
   std::vector<std::unique_ptr<Loop>> loops;
-  // Loop i takes keys i, i + L, i + 2L, ... (mod --endpoints). With several
-  // replicas, the L_r loops of replica r take the keys j, j + L_r, ... that
-  // r owns (j: the loop's number among them), so together they cover every
-  // key r owns.
-  const int loops_per_replica = num_loops / static_cast<int>(members->size());
-  std::vector<int> numbered(members->size(), 0);
+  std::vector<int> numbered(replicas, 0);
   for (int i = 0; i < num_loops; ++i) {
-    const size_t ch = static_cast<size_t>(i) % stubs.size();
-    const int j = sharded ? numbered[replica_of[ch]]++ : i;
+    const size_t ch = static_cast<size_t>(i) % conn.stubs.size();
+    const int j = owners != nullptr ? numbered[conn.replica_of[ch]]++ : i;
     loops.push_back(std::make_unique<Loop>(
-        &run, stubs[ch].get(), j % o.endpoints,
-        sharded ? loops_per_replica : num_loops, sharded ? &owners : nullptr,
-        replica_of[ch]));
+        run, conn.stubs[ch].get(), j % o.endpoints,
+        owners != nullptr ? loops_per_replica : num_loops, owners,
+        conn.replica_of[ch]));
   }
+  return loops;
+}
+
+// Starts every loop and waits until the last one ends; returns the
+// process's CPU seconds spent meanwhile.
+double RunLoops(Run* run, const std::vector<std::unique_ptr<Loop>>& loops) {
   const double cpu0 = ProcessCpuSeconds();
   const int64_t t0 = NowNs();
-  run.measure_start_ns = t0 + absl::ToInt64Nanoseconds(o.warmup);
-  run.end_ns = run.measure_start_ns + absl::ToInt64Nanoseconds(o.duration);
-  run.loops_running.store(num_loops);
+  run->measure_start_ns = t0 + absl::ToInt64Nanoseconds(run->opt.warmup);
+  run->end_ns = run->measure_start_ns + absl::ToInt64Nanoseconds(run->opt.duration);
+  run->loops_running.store(static_cast<int>(loops.size()));
   for (auto& l : loops) l->Start();
-  run.all_done.WaitForNotification();
-  const double cpu_s = ProcessCpuSeconds() - cpu0;
+  run->all_done.WaitForNotification();
+  return ProcessCpuSeconds() - cpu0;
+}
 
+// Every loop's counts added up.
+struct Totals {
   LatencyHistogram hist;
   int64_t calls = 0, decisions = 0, errors = 0, all_calls = 0;
   std::array<int64_t, 17> by_code{};
-  std::string first_error;
+  std::string first_error;  // the first loop's that had one
+};
+
+Totals Sum(const std::vector<std::unique_ptr<Loop>>& loops) {
+  Totals t;
   for (const auto& l : loops) {
-    hist.Merge(l->histogram());
-    calls += l->calls();
-    decisions += l->decisions();
-    errors += l->errors();
-    all_calls += l->all_calls();
-    for (int c = 0; c < 17; ++c) by_code[c] += l->errors_by_code()[c];
-    if (first_error.empty()) first_error = l->first_error();
+    t.hist.Merge(l->histogram());
+    t.calls += l->calls();
+    t.decisions += l->decisions();
+    t.errors += l->errors();
+    t.all_calls += l->all_calls();
+    for (int c = 0; c < 17; ++c) t.by_code[c] += l->errors_by_code()[c];
+    if (t.first_error.empty()) t.first_error = l->first_error();
   }
+  return t;
+}
+
+// The errors by status code on stderr (if any), then the one "result" line
+// on stdout.
+void PrintResult(const Options& o, const Totals& t, double cpu_s) {
+  const bool batched =
+      o.method == Method::kAdmitBatch || o.method == Method::kReportBatch;
   const double seconds = absl::ToDoubleSeconds(o.duration);
-  if (errors > 0) {
+  if (t.errors > 0) {
     std::string codes;
     for (int c = 0; c < 17; ++c) {
-      if (by_code[c] > 0) absl::StrAppend(&codes, " code", c, "=", by_code[c]);
+      if (t.by_code[c] > 0) absl::StrAppend(&codes, " code", c, "=", t.by_code[c]);
     }
     std::fprintf(stderr, "stagger-load: %lld errors:%s; first: %s\n",
-                 static_cast<long long>(errors), codes.c_str(),
-                 first_error.c_str());
+                 static_cast<long long>(t.errors), codes.c_str(),
+                 t.first_error.c_str());
   }
   std::printf(
       "result method=%s target=%s channels=%d inflight=%d batch=%d "
@@ -521,15 +536,44 @@ int Main() {
       "calls_per_sec=%.0f decisions_per_sec=%.0f p50_us=%.1f p99_us=%.1f "
       "p999_us=%.1f max_us=%.1f all_calls=%lld client_cpu_us_per_call=%.2f\n",
       o.method_name.c_str(), o.target.c_str(), o.channels, o.inflight,
-      batched ? o.batch : 1, seconds, static_cast<long long>(calls),
-      static_cast<long long>(decisions), static_cast<long long>(errors),
-      calls / seconds, decisions / seconds, Us(hist.Quantile(0.5)),
-      Us(hist.Quantile(0.99)), Us(hist.Quantile(0.999)), Us(hist.max_ns()),
-      static_cast<long long>(all_calls),
-      all_calls > 0 ? cpu_s * 1e6 / static_cast<double>(all_calls) : 0.0);
+      batched ? o.batch : 1, seconds, static_cast<long long>(t.calls),
+      static_cast<long long>(t.decisions), static_cast<long long>(t.errors),
+      t.calls / seconds, t.decisions / seconds, Us(t.hist.Quantile(0.5)),
+      Us(t.hist.Quantile(0.99)), Us(t.hist.Quantile(0.999)), Us(t.hist.max_ns()),
+      static_cast<long long>(t.all_calls),
+      t.all_calls > 0 ? cpu_s * 1e6 / static_cast<double>(t.all_calls) : 0.0);
   std::fflush(stdout);
-  if (errors > 0 || decisions == 0) return 1;
-  return 0;
+}
+
+// Flags (exit 2), replicas and connections (exit 2), the run, the result;
+// exit 1 if any call failed or no decision was measured.
+int Main() {
+  Run run;
+  std::string err;
+  if (!ParseOptions(&run.opt, &err)) {
+    std::fprintf(stderr, "stagger-load: %s\n", err.c_str());
+    return 2;
+  }
+  const Options& o = run.opt;
+  absl::StatusOr<std::vector<client::Member>> members = Members(o.target);
+  if (!members.ok()) {
+    std::fprintf(stderr, "stagger-load: --%s\n",
+                 std::string(members.status().message()).c_str());
+    return 2;
+  }
+  std::vector<std::string> names;
+  for (const client::Member& m : *members) names.push_back(m.name);
+  const wire::Rendezvous owners = *wire::Rendezvous::Create(names);
+  const bool sharded = members->size() > 1;
+
+  Connections conn;
+  if (!Connect(*members, o, &conn)) return 2;
+  const std::vector<std::unique_ptr<Loop>> loops =
+      MakeLoops(&run, conn, members->size(), sharded ? &owners : nullptr);
+  const double cpu_s = RunLoops(&run, loops);
+  const Totals totals = Sum(loops);
+  PrintResult(o, totals, cpu_s);
+  return totals.errors > 0 || totals.decisions == 0 ? 1 : 0;
 }
 
 }  // namespace

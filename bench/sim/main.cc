@@ -1,8 +1,8 @@
-// stagger-sim: seed 000's outage benchmark on a virtual clock, driving the
-// real engine for the coordinated row.
+// stagger-sim: a fleet retrying through an outage, on a virtual clock,
+// driving the real engine for the coordinated row.
 //
-//   stagger-sim [scenario flags]  one scenario (default: seed 000's), one row
-//                                 per policy: Markdown, or CSV with
+//   stagger-sim [scenario flags]  one scenario (default: baseline_10k_20s),
+//                                 one row per policy: Markdown, or CSV with
 //                                 --format=csv; --plot FILE.svg for the plot.
 //   stagger-sim --scenario=KEY    the same for one scenario of the matrix.
 //   stagger-sim --matrix          every scenario of the grid (bench/sim/
@@ -46,7 +46,7 @@ const stagger::engine::PolicyParams& kEngine = kDefaults.engine_policy;
 const stagger::sim::EndpointSpec& kEndpoint0 = kDefaults.endpoints[0];
 }  // namespace
 
-// The scenario (seed 000's, as interpreted; see the README).
+// The scenario (defaults: sim::Scenario, bench/sim/sim.h).
 ABSL_FLAG(int, subscriptions, kDefaults.subscriptions,
           "deliveries, all created at t=0 (one per subscription)");
 ABSL_FLAG(absl::Duration, outage, kEndpoint0.down[0].end,
@@ -351,39 +351,34 @@ std::string MatrixConflicts() {
   return absl::StrJoin(conflicts, ", ");
 }
 
-int RunMatrixMode(bool csv) {
-  if (std::string conflicts = MatrixConflicts(); !conflicts.empty()) {
-    std::cerr << "--matrix runs a fixed grid on the engine's defaults; it "
-                 "does not take "
-              << conflicts
-              << " (use --scenario=KEY to experiment with one scenario)\n";
-    return 2;
+// The seeds --matrix runs: --seeds A..B, else --seed. nullopt (the error
+// printed) if --seeds is malformed.
+std::optional<std::vector<uint64_t>> MatrixSeeds() {
+  if (!Changed(FLAGS_seeds)) {
+    return std::vector<uint64_t>{absl::GetFlag(FLAGS_seed)};
   }
-  std::vector<uint64_t> seeds = {absl::GetFlag(FLAGS_seed)};
-  if (Changed(FLAGS_seeds)) {
-    std::optional<std::vector<uint64_t>> parsed =
-        ParseSeeds(absl::GetFlag(FLAGS_seeds));
-    if (!parsed) {
-      std::cerr << "--seeds: must be A..B with A <= B and at most 1000 "
-                   "seeds, got \""
-                << absl::GetFlag(FLAGS_seeds) << "\"\n";
-      return 2;
-    }
-    seeds = *std::move(parsed);
+  std::optional<std::vector<uint64_t>> parsed =
+      ParseSeeds(absl::GetFlag(FLAGS_seeds));
+  if (!parsed) {
+    std::cerr << "--seeds: must be A..B with A <= B and at most 1000 "
+                 "seeds, got \""
+              << absl::GetFlag(FLAGS_seeds) << "\"\n";
   }
-  const int jobs = absl::GetFlag(FLAGS_jobs);
-  if (jobs < 1 || jobs > 64) {
-    std::cerr << "--jobs: must be in [1, 64], got " << jobs << "\n";
-    return 2;
-  }
-  const auto start = std::chrono::steady_clock::now();
+  return parsed;
+}
+
+// Runs the grid once per seed on `jobs` threads and returns each seed's
+// bars; with one seed, also prints its table (Markdown, or CSV). nullopt
+// (the error printed) if a run failed.
+std::optional<std::vector<std::vector<sim::ScenarioBar>>> RunMatrixSeeds(
+    const std::vector<uint64_t>& seeds, int jobs, bool csv) {
   std::vector<std::vector<sim::ScenarioBar>> bars;
   for (uint64_t seed : seeds) {
     absl::StatusOr<std::vector<sim::MatrixResult>> results =
         sim::RunMatrix(sim::MatrixGrid(seed), jobs);
     if (!results.ok()) {
       std::cerr << "simulation failed: " << results.status().message() << "\n";
-      return 1;
+      return std::nullopt;
     }
     bars.emplace_back();
     for (const sim::MatrixResult& r : *results) {
@@ -395,7 +390,14 @@ int RunMatrixMode(bool csv) {
                 << "\n";
     }
   }
-  const std::vector<sim::AggregatedBar> summary = sim::AggregateBars(bars);
+  return bars;
+}
+
+// Prints the bar's summary (stdout) and the run's size and wall time since
+// `start` (stderr).
+void PrintMatrixSummary(const std::vector<sim::AggregatedBar>& summary,
+                        const std::vector<uint64_t>& seeds, bool csv,
+                        std::chrono::steady_clock::time_point start) {
   if (seeds.size() > 1 && !csv) {
     std::cout << "Seeds " << seeds.front() << ".." << seeds.back()
               << ": each criterion's worst seed.\n\n";
@@ -409,17 +411,42 @@ int RunMatrixMode(bool csv) {
             << sim::kNumPolicies << " policies x " << seeds.size()
             << " seed(s) in " << absl::StrFormat("%.1f", wall)
             << " s of wall time\n";
+}
+
+// --matrix: checks its flags (exit 2), runs every seed (exit 1 if a run
+// fails), prints the summary; exit 3 with --matrix_strict if a scenario
+// misses the bar, else 0.
+int RunMatrixMode(bool csv) {
+  if (std::string conflicts = MatrixConflicts(); !conflicts.empty()) {
+    std::cerr << "--matrix runs a fixed grid on the engine's defaults; it "
+                 "does not take "
+              << conflicts
+              << " (use --scenario=KEY to experiment with one scenario)\n";
+    return 2;
+  }
+  const std::optional<std::vector<uint64_t>> seeds = MatrixSeeds();
+  if (!seeds) return 2;
+  const int jobs = absl::GetFlag(FLAGS_jobs);
+  if (jobs < 1 || jobs > 64) {
+    std::cerr << "--jobs: must be in [1, 64], got " << jobs << "\n";
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::vector<std::vector<sim::ScenarioBar>>> bars =
+      RunMatrixSeeds(*seeds, jobs, csv);
+  if (!bars) return 1;
+  const std::vector<sim::AggregatedBar> summary = sim::AggregateBars(*bars);
+  PrintMatrixSummary(summary, *seeds, csv, start);
   bool all = true;
   for (const sim::AggregatedBar& a : summary) all = all && a.Passes();
   return absl::GetFlag(FLAGS_matrix_strict) && !all ? 3 : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Sets --help's text and the flags it lists, then parses the command line.
+void ParseFlags(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Simulates a fleet retrying against endpoints that are down for a "
-      "while (seed 000's benchmark) and prints one row per retry policy.\n"
+      "while and prints one row per retry policy.\n"
       "  stagger-sim [--format=csv] [--plot FILE.svg] [--seed N] ...\n"
       "  stagger-sim --scenario=KEY [...]   one scenario of the matrix\n"
       "  stagger-sim --matrix [--format=csv] [--seed=N | --seeds=A..B]\n"
@@ -435,14 +462,32 @@ int main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
+}
 
-  const std::string format = absl::GetFlag(FLAGS_format);
-  if (format != "markdown" && format != "csv") {
-    std::cerr << "--format: must be markdown or csv, got \"" << format
-              << "\"\n";
-    return 2;
+// The policies --policies names (all of them if empty); nullopt (the error
+// printed) on an unknown one.
+std::optional<std::vector<sim::Policy>> ChosenPolicies() {
+  std::vector<sim::Policy> policies;
+  const std::string list = absl::GetFlag(FLAGS_policies);
+  if (list.empty()) {
+    policies.assign(sim::kAllPolicies.begin(), sim::kAllPolicies.end());
+    return policies;
   }
-  if (absl::GetFlag(FLAGS_matrix)) return RunMatrixMode(format == "csv");
+  for (absl::string_view p_key : absl::StrSplit(list, ',')) {
+    std::optional<sim::Policy> p = sim::PolicyFromKey(p_key);
+    if (!p) {
+      std::cerr << "--policies: unknown policy \"" << p_key << "\"\n";
+      return std::nullopt;
+    }
+    policies.push_back(*p);
+  }
+  return policies;
+}
+
+// One scenario (--scenario's, or the flags'): every chosen policy's row in
+// `format`, and the plot if --plot. Exit 2 on bad flags, 1 if the run or
+// the plot fails, else 0.
+int RunScenarioMode(const std::string& format) {
   for (const char* name : {"seeds", "matrix_strict", "jobs"}) {
     const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
     if (f->CurrentValue() != f->DefaultValue()) {
@@ -450,35 +495,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-
   int exit = 0;
   std::optional<sim::Scenario> scenario = ChosenScenario(&exit);
   if (!scenario) return exit;
   sim::Scenario& s = *scenario;
   s.seed = absl::GetFlag(FLAGS_seed);
   ApplyEngineFlags(s.engine_policy);
-
-  std::vector<sim::Policy> policies;
-  const std::string list = absl::GetFlag(FLAGS_policies);
-  if (list.empty()) {
-    policies.assign(sim::kAllPolicies.begin(), sim::kAllPolicies.end());
-  } else {
-    for (absl::string_view p_key : absl::StrSplit(list, ',')) {
-      std::optional<sim::Policy> p = sim::PolicyFromKey(p_key);
-      if (!p) {
-        std::cerr << "--policies: unknown policy \"" << p_key << "\"\n";
-        return 2;
-      }
-      policies.push_back(*p);
-    }
-  }
+  const std::optional<std::vector<sim::Policy>> policies = ChosenPolicies();
+  if (!policies) return 2;
   if (absl::Status st = sim::ValidateScenario(s); !st.ok()) {
     std::cerr << "bad scenario:\n" << st.message() << "\n";
     return 2;
   }
 
   absl::StatusOr<std::vector<sim::PolicyResult>> results =
-      sim::SimulateAll(s, policies);
+      sim::SimulateAll(s, *policies);
   if (!results.ok()) {
     std::cerr << "simulation failed: " << results.status().message() << "\n";
     return 1;
@@ -495,4 +526,18 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ParseFlags(argc, argv);
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "markdown" && format != "csv") {
+    std::cerr << "--format: must be markdown or csv, got \"" << format
+              << "\"\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_matrix)) return RunMatrixMode(format == "csv");
+  return RunScenarioMode(format);
 }

@@ -53,7 +53,7 @@ std::vector<MatrixScenario> Grid() {
     g.push_back({std::move(key), std::move(note), std::move(s)});
   };
   // Fleet size and outage length, unlimited capacity after recovery.
-  add("baseline_10k_20s", "the default scenario (seed 000's)",
+  add("baseline_10k_20s", "the default scenario (stagger-sim with no flags)",
       Base(10000, k20s));
   add("fleet_1k_20s", "", Base(1000, k20s));
   add("fleet_100k_20s", "", Base(100000, k20s));

@@ -1,7 +1,7 @@
 // stagger-sim --matrix: a fixed grid of scenarios (fleet size, outage
 // length, capacity after recovery, 500 vs 503 + Retry-After, a flapping
 // endpoint, several endpoints sharing a worker pool), every policy's row for
-// each, and the bar the coordinated row is held to (issue 9):
+// each, and the bar the coordinated row is held to:
 //
 //   (a) delivered >= best independent delivered minus 0.1% of it
 //       (limit = best - floor(best / 1000));

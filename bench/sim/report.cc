@@ -148,10 +148,13 @@ std::string FormatCsv(const std::vector<PolicyResult>& results) {
   return out;
 }
 
-std::string FormatMarkdown(const Scenario& s,
-                           const std::vector<PolicyResult>& results) {
-  // With always-up endpoints beside a failing one, how long the failing
-  // one held theirs back (a last column).
+namespace {
+
+// The results table: a title row, the alignment row, one row per result;
+// with always-up endpoints beside a failing one, a last column for how
+// long the failing one held theirs back.
+std::string MarkdownTable(const Scenario& s,
+                          const std::vector<PolicyResult>& results) {
   const bool healthy = MixesHealthyAndDown(s);
   std::string out = absl::StrCat(
       "| Policy | Peak attempts/s during outage | Peak attempts/s in the first ",
@@ -178,8 +181,15 @@ std::string FormatMarkdown(const Scenario& s,
     }
     absl::StrAppend(&out, "\n");
   }
-  absl::StrAppend(
-      &out, "\n", Thousands(s.subscriptions),
+  return out;
+}
+
+// The paragraph under the table: the scenario, how rates and peaks are
+// measured (with each row's opening-wave peak), what "wasted" counts.
+std::string MarkdownLegend(const Scenario& s,
+                           const std::vector<PolicyResult>& results) {
+  std::string out = absl::StrCat(
+      "\n", Thousands(s.subscriptions),
       " deliveries created at t=0; ", DescribeEndpoints(s), "; ",
       DescribeWorkers(s), "; base ", Seconds(s.base), ", cap ", Seconds(s.cap), ", at most ",
       s.max_attempts, " attempts, usefulness horizon ",
@@ -207,6 +217,14 @@ std::string FormatMarkdown(const Scenario& s,
       Thousands(static_cast<double>(firsts)),
       " first attempts into the outage",
       s.concurrency == 0 ? " before any answer can come back" : "", ".\n");
+  return out;
+}
+
+// One bullet per row that gave up or left deliveries pending, and a blank
+// line after them; "" if no row did.
+std::string MarkdownGiveUps(const Scenario& s,
+                            const std::vector<PolicyResult>& results) {
+  std::string out;
   for (const PolicyResult& r : results) {
     if (r.given_up == 0 && r.unfinished == 0) continue;
     absl::StrAppend(&out, "\n- ", PolicyTitle(r.policy), " gave up: ",
@@ -217,58 +235,83 @@ std::string FormatMarkdown(const Scenario& s,
                       Thousands(static_cast<double>(r.unfinished)));
     }
   }
-  if (std::any_of(results.begin(), results.end(), [](const PolicyResult& r) {
-        return r.given_up > 0 || r.unfinished > 0;
-      })) {
-    absl::StrAppend(&out, "\n");
-  }
+  if (!out.empty()) absl::StrAppend(&out, "\n");
   return out;
 }
 
-std::string RenderSvg(const Scenario& s,
-                      const std::vector<PolicyResult>& results) {
-  constexpr double kW = 1000, kH = 560;
-  constexpr double kLeft = 80, kRight = 280, kTop = 56, kBottom = 64;
-  const double plot_w = kW - kLeft - kRight;
-  const double plot_h = kH - kTop - kBottom;
-  const double bucket_s = absl::ToDoubleSeconds(s.bucket);
-  const double per_s = 1.0 / bucket_s;
+}  // namespace
 
-  // x: 0 .. the last bucket with an attempt, rounded up to 10 s.
+std::string FormatMarkdown(const Scenario& s,
+                           const std::vector<PolicyResult>& results) {
+  return absl::StrCat(MarkdownTable(s, results), MarkdownLegend(s, results),
+                      MarkdownGiveUps(s, results));
+}
+
+namespace {
+
+// The SVG's size and margins around the plot area (pixels).
+constexpr double kW = 1000, kH = 560;
+constexpr double kLeft = 80, kRight = 280, kTop = 56, kBottom = 64;
+constexpr double kPlotW = kW - kLeft - kRight;
+constexpr double kPlotH = kH - kTop - kBottom;
+
+// The plot's axes: x in seconds from 0 to x_max (the last bucket with an
+// attempt, at least 10 s past recovery, rounded up to x_step); y in
+// attempts/s on a log10 scale from 1/s up to 10^decades (the next power of
+// ten above the peak).
+struct SvgAxes {
+  double bucket_s = 1;   // one bucket's width, seconds
+  double per_s = 1;      // a bucket's count times this is attempts/s
+  double outage_s = 0;   // the recovery, seconds
+  double x_max = 0;
+  double x_step = 10;
+  int decades = 1;
+
+  double X(double t) const { return kLeft + kPlotW * t / x_max; }
+  double Y(double rps) const {
+    const double v = std::log10(std::max(1.0, rps));
+    return kTop + kPlotH * (1.0 - v / decades);
+  }
+};
+
+SvgAxes AxesFor(const Scenario& s, const std::vector<PolicyResult>& results) {
+  SvgAxes a;
+  a.bucket_s = absl::ToDoubleSeconds(s.bucket);
+  a.per_s = 1.0 / a.bucket_s;
   size_t buckets = 0;
   double max_rps = 1;
   for (const PolicyResult& r : results) {
     buckets = std::max(buckets, r.attempts_per_bucket.size());
-    for (int64_t c : r.attempts_per_bucket) max_rps = std::max(max_rps, c * per_s);
+    for (int64_t c : r.attempts_per_bucket) {
+      max_rps = std::max(max_rps, c * a.per_s);
+    }
   }
-  const double outage_s = absl::ToDoubleSeconds(Recovery(s));
-  double x_max = std::max(outage_s + 10, buckets * bucket_s);
-  const double x_step = x_max > 200 ? 50 : (x_max > 80 ? 20 : 10);
-  x_max = std::ceil(x_max / x_step) * x_step;
-  // y: log10, from 1/s to the next power of ten above the peak.
-  const int decades = std::max(1, static_cast<int>(std::ceil(std::log10(max_rps))));
-  auto X = [&](double t) { return kLeft + plot_w * t / x_max; };
-  auto Y = [&](double rps) {
-    const double v = std::log10(std::max(1.0, rps));
-    return kTop + plot_h * (1.0 - v / decades);
-  };
+  a.outage_s = absl::ToDoubleSeconds(Recovery(s));
+  a.x_max = std::max(a.outage_s + 10, buckets * a.bucket_s);
+  a.x_step = a.x_max > 200 ? 50 : (a.x_max > 80 ? 20 : 10);
+  a.x_max = std::ceil(a.x_max / a.x_step) * a.x_step;
+  a.decades = std::max(1, static_cast<int>(std::ceil(std::log10(max_rps))));
+  return a;
+}
 
-  std::string o;
+// The <svg> element's opening, a white background, the title and the
+// scenario's subtitle.
+void AppendSvgHeader(const Scenario& s, std::string* o) {
   absl::StrAppendFormat(
-      &o,
+      o,
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
       "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\">\n",
       static_cast<int>(kW), static_cast<int>(kH), static_cast<int>(kW),
       static_cast<int>(kH));
-  absl::StrAppendFormat(&o, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+  absl::StrAppendFormat(o, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
                         static_cast<int>(kW), static_cast<int>(kH));
   absl::StrAppend(
-      &o, "<text x=\"", kLeft, "\" y=\"24\" font-size=\"17\" font-weight=\"bold\">",
+      o, "<text x=\"", kLeft, "\" y=\"24\" font-size=\"17\" font-weight=\"bold\">",
       s.endpoints.size() == 1 ? "Attempts per second against one endpoint"
                               : "Attempts per second, all endpoints",
       "</text>\n");
   absl::StrAppend(
-      &o, "<text x=\"", kLeft, "\" y=\"43\" font-size=\"12\" fill=\"#444\">",
+      o, "<text x=\"", kLeft, "\" y=\"43\" font-size=\"12\" fill=\"#444\">",
       Escape(absl::StrCat(
           Thousands(s.subscriptions), " deliveries at t=0; ",
           s.endpoints.size() == 1
@@ -277,93 +320,109 @@ std::string RenderSvg(const Scenario& s,
           "; base ", Seconds(s.base), ", cap ", Seconds(s.cap), "; seed ",
           s.seed)),
       "</text>\n");
-  // Outage shading (every down interval of any endpoint), labelled once,
-  // and the recovery line (the end of the last one).
+}
+
+// Outage shading (every down interval of any endpoint), labelled once,
+// and the recovery line (the end of the last one).
+void AppendSvgOutages(const Scenario& s, const SvgAxes& ax, std::string* o) {
   bool labelled = false;
   for (const EndpointSpec& e : s.endpoints) {
     for (const DownInterval& d : e.down) {
-      const double a = std::min(absl::ToDoubleSeconds(d.start), x_max);
-      const double b = std::min(absl::ToDoubleSeconds(d.end), x_max);
+      const double a = std::min(absl::ToDoubleSeconds(d.start), ax.x_max);
+      const double b = std::min(absl::ToDoubleSeconds(d.end), ax.x_max);
       absl::StrAppendFormat(
-          &o,
+          o,
           "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
           "fill=\"#f4cccc\" fill-opacity=\"0.6\"/>\n",
-          X(a), kTop, X(b) - X(a), plot_h);
+          ax.X(a), kTop, ax.X(b) - ax.X(a), kPlotH);
       if (labelled) continue;
       labelled = true;
       absl::StrAppendFormat(
-          &o,
+          o,
           "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#a33\" "
           "text-anchor=\"%s\">endpoint down (outage)</text>\n",
-          e.down.size() == 1 ? (X(a) + X(b)) / 2 : X(a) + 4, kTop + 16,
+          e.down.size() == 1 ? (ax.X(a) + ax.X(b)) / 2 : ax.X(a) + 4, kTop + 16,
           e.down.size() == 1 ? "middle" : "start");
     }
   }
   absl::StrAppendFormat(
-      &o,
+      o,
       "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#a33\" "
       "stroke-dasharray=\"4 3\"/>\n"
       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#a33\">"
       "recovery</text>\n",
-      X(outage_s), kTop, X(outage_s), kTop + plot_h, X(outage_s) + 4,
-      kTop + plot_h - 8);
-  // Grid and ticks.
-  for (int d = 0; d <= decades; ++d) {
-    const double y = Y(std::pow(10.0, d));
+      ax.X(ax.outage_s), kTop, ax.X(ax.outage_s), kTop + kPlotH,
+      ax.X(ax.outage_s) + 4, kTop + kPlotH - 8);
+}
+
+// The grid with its ticks (a line per decade and per x_step), the plot's
+// frame and both axis titles.
+void AppendSvgAxes(const Scenario& s, const SvgAxes& ax, std::string* o) {
+  for (int d = 0; d <= ax.decades; ++d) {
+    const double y = ax.Y(std::pow(10.0, d));
     absl::StrAppendFormat(
-        &o,
+        o,
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
         "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"end\">%s</text>\n",
-        kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4,
+        kLeft, y, kLeft + kPlotW, y, kLeft - 6, y + 4,
         d == 0 ? "\xE2\x89\xA4" "1" : Thousands(std::pow(10.0, d)));
   }
-  for (double t = 0; t <= x_max + 1e-9; t += x_step) {
+  for (double t = 0; t <= ax.x_max + 1e-9; t += ax.x_step) {
     absl::StrAppendFormat(
-        &o,
+        o,
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n"
         "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%d</text>\n",
-        X(t), kTop, X(t), kTop + plot_h, X(t), kTop + plot_h + 18,
+        ax.X(t), kTop, ax.X(t), kTop + kPlotH, ax.X(t), kTop + kPlotH + 18,
         static_cast<int>(t));
   }
   absl::StrAppendFormat(
-      &o,
+      o,
       "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
       "stroke=\"#333\"/>\n",
-      kLeft, kTop, plot_w, plot_h);
+      kLeft, kTop, kPlotW, kPlotH);
   absl::StrAppendFormat(
-      &o,
+      o,
       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">"
       "time since the outage began (s)</text>\n",
-      kLeft + plot_w / 2, kH - 20);
+      kLeft + kPlotW / 2, kH - 20);
   absl::StrAppendFormat(
-      &o,
+      o,
       "<text transform=\"translate(22 %.1f) rotate(-90)\" font-size=\"13\" "
       "text-anchor=\"middle\">attempts per second (log scale, %s buckets)"
       "</text>\n",
-      kTop + plot_h / 2, Seconds(s.bucket));
-  // One line per policy: a step per bucket.
+      kTop + kPlotH / 2, Seconds(s.bucket));
+}
+
+// One line per policy: a step per bucket, back to the floor after the
+// last attempt; the coordinated row drawn thicker.
+void AppendSvgLines(const std::vector<PolicyResult>& results,
+                    const SvgAxes& ax, std::string* o) {
   for (const PolicyResult& r : results) {
     std::string pts;
     for (size_t b = 0; b < r.attempts_per_bucket.size(); ++b) {
-      const double y = Y(r.attempts_per_bucket[b] * per_s);
-      absl::StrAppendFormat(&pts, "%.1f,%.1f %.1f,%.1f ", X(b * bucket_s), y,
-                            X((b + 1) * bucket_s), y);
+      const double y = ax.Y(r.attempts_per_bucket[b] * ax.per_s);
+      absl::StrAppendFormat(&pts, "%.1f,%.1f %.1f,%.1f ", ax.X(b * ax.bucket_s),
+                            y, ax.X((b + 1) * ax.bucket_s), y);
     }
-    // Back to the floor after the last attempt.
-    const double end = r.attempts_per_bucket.size() * bucket_s;
-    absl::StrAppendFormat(&pts, "%.1f,%.1f", X(end), Y(0));
+    const double end = r.attempts_per_bucket.size() * ax.bucket_s;
+    absl::StrAppendFormat(&pts, "%.1f,%.1f", ax.X(end), ax.Y(0));
     const bool ours = r.policy == Policy::kCoordinated;
     absl::StrAppendFormat(
-        &o,
+        o,
         "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" "
         "stroke-linejoin=\"round\" points=\"%s\"><title>%s</title></polyline>\n",
         Colour(r.policy), ours ? "2.6" : "1.5", pts,
         Escape(PolicyTitle(r.policy)));
   }
-  // Legend, with each row's headline numbers so the plot stands alone.
-  const double lx = kLeft + plot_w + 16;
+}
+
+// The legend right of the plot, with each row's headline numbers so the
+// plot stands alone, and what those numbers mean.
+void AppendSvgLegend(const std::vector<PolicyResult>& results,
+                     std::string* o) {
+  const double lx = kLeft + kPlotW + 16;
   double ly = kTop + 6;
-  absl::StrAppendFormat(&o,
+  absl::StrAppendFormat(o,
                         "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" "
                         "font-weight=\"bold\">policy</text>\n",
                         lx, ly);
@@ -375,7 +434,7 @@ std::string RenderSvg(const Scenario& s,
         r.time_to_99_s ? absl::StrFormat("at +%.1f s", *r.time_to_99_s)
                        : std::string("never"));
     absl::StrAppendFormat(
-        &o,
+        o,
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
         "stroke-width=\"3\"/>\n"
         "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n"
@@ -384,7 +443,7 @@ std::string RenderSvg(const Scenario& s,
         Escape(PolicyTitle(r.policy)), lx + 28, ly + 13, Escape(numbers));
     if (r.given_up > 0) {
       absl::StrAppendFormat(
-          &o,
+          o,
           "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">"
           "gave up %s</text>\n",
           lx + 28, ly + 25, Thousands(static_cast<double>(r.given_up)));
@@ -392,12 +451,25 @@ std::string RenderSvg(const Scenario& s,
     ly += r.given_up > 0 ? 50 : 38;
   }
   absl::StrAppendFormat(
-      &o,
+      o,
       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">"
       "wasted: retries sent while it was down</text>\n"
       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10.5\" fill=\"#555\">"
       "+t: t seconds after recovery</text>\n",
       lx, ly, lx, ly + 13);
+}
+
+}  // namespace
+
+std::string RenderSvg(const Scenario& s,
+                      const std::vector<PolicyResult>& results) {
+  const SvgAxes axes = AxesFor(s, results);
+  std::string o;
+  AppendSvgHeader(s, &o);
+  AppendSvgOutages(s, axes, &o);
+  AppendSvgAxes(s, axes, &o);
+  AppendSvgLines(results, axes, &o);
+  AppendSvgLegend(results, &o);
   absl::StrAppend(&o, "</svg>\n");
   return o;
 }

@@ -1,16 +1,16 @@
 // stagger-sim's core: a discrete-event simulation of a fleet of delivery
 // workers retrying against endpoints that are down for a while and then
-// recover (seed 000's benchmark, generalised), on a virtual clock.
+// recover, on a virtual clock.
 //
 // The model (Scenario):
 //  - `subscriptions` deliveries are created at t=0 and assigned to the
 //    scenario's endpoints by share (smooth weighted round-robin: equal
 //    shares give 0, 1, 2, ..., 0, 1, 2, ...).
 //  - Each endpoint has a failure schedule (a list of down intervals; one
-//    interval [0, outage) is seed 000's outage, several are a flapping
-//    endpoint), a failure kind while down (500 = RETRYABLE_FAILURE, or 503
-//    with Retry-After = RATE_LIMITED + retry_after), and a capacity while up
-//    (attempts above it fail like an overloaded server's 503, no
+//    interval [0, outage) is the default scenario's outage, several are a
+//    flapping endpoint), a failure kind while down (500 = RETRYABLE_FAILURE, or
+//    503 with Retry-After = RATE_LIMITED + retry_after), and a capacity while
+//    up (attempts above it fail like an overloaded server's 503, no
 //    Retry-After).
 //  - A shared pool of `concurrency` workers (0 = unlimited) runs the
 //    deliveries. A delivery takes a worker when it starts and queues for one
@@ -30,16 +30,16 @@
 //    the same PolicyResult. Every policy draws from its own generator,
 //    seeded from (seed, policy), so adding a policy to a run does not change
 //    the others' numbers.
-//  - Independent policies (every Policy but kCoordinated) are the seed's
+//  - Independent policies (every Policy but kCoordinated) are per-process retry
 //    clients: each delivery keeps its own backoff state and computes delays
 //    with engine::NextBackoff (the engine's policy code), honours its own
 //    Retry-After (above the delay, clamped to the cap), and gives up at the
-//    attempt limit or the horizon (also before a first attempt that a busy
-//    pool would start past it). kFullJitterBudget adds one
-//    engine::RetryBudget per worker process (Scenario::workers processes,
-//    deliveries assigned round-robin), asked when a retry is due: a refused
-//    retry is skipped (not sent, not counted against the attempt limit) and
-//    the delivery waits for its next backoff slot.
+//    attempt limit or the horizon (also before a first attempt that a busy pool
+//    would start past it). kFullJitterBudget adds one engine::RetryBudget per
+//    worker process (Scenario::workers processes, deliveries assigned
+//    round-robin), asked when a retry is due: a refused retry is skipped (not
+//    sent, not counted against the attempt limit) and the delivery waits for
+//    its next backoff slot.
 //  - kCoordinated drives one engine::Engine, on the engine's own defaults
 //    (DefaultCoordinatedPolicy), exactly as workers would through the
 //    client's RetryLoop: Admit before every attempt, Report after it, each
@@ -140,15 +140,14 @@ EndpointSpec OutageEndpoint(absl::Duration outage, double capacity_per_second = 
 std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
                                    int cycles);
 
-// The experiment. Defaults are seed 000's scenario as this simulator
-// interprets it (README.md, "Outage simulator"): 10,000 deliveries created
-// at t=0, one endpoint down in [0, 20 s), then instantly healthy, no limit
-// on concurrent workers. The seed's "four attempts" cannot outlast a 20 s
-// outage at base 200 ms (they end within ~3 s), so deliveries are bounded
-// by a usefulness horizon (120 s) and a generous attempt limit (50)
-// instead: enough for every backoff policy to reach the recovery, not for
-// immediate retries (50 attempts x 250 ms = 12.5 s), which the seed also
-// has never delivering.
+// The experiment. Its defaults are the default scenario (docs/SIMULATOR.md,
+// "The default scenario"): 10,000 deliveries created at t=0, one endpoint down
+// in [0, 20 s), then instantly healthy, no limit on concurrent workers. Four
+// attempts cannot outlast a 20 s outage at base 200 ms (they end within ~3 s),
+// so deliveries are bounded by a usefulness horizon (120 s) and a generous
+// attempt limit (50) instead: enough for every backoff policy to reach the
+// recovery, not for immediate retries (50 attempts x 250 ms = 12.5 s), which
+// never deliver.
 struct Scenario {
   int subscriptions = 10000;                   // deliveries, 1..10,000,000
   // 1..1000 endpoints; deliveries are assigned by share.
@@ -164,8 +163,8 @@ struct Scenario {
   // this after the delivery was created gives up with DEADLINE. 0 = none.
   absl::Duration horizon = absl::Seconds(120);
   // Time from sending an attempt to its answer, success or failure. 250 ms:
-  // the seed's no-backoff row (41,000 attempts/s from 10,000 clients)
-  // implies ~245 ms per failed attempt.
+  // a slow failing endpoint (10,000 clients retrying without backoff then
+  // send 40,000 attempts/s, the table's first row).
   absl::Duration response_time = absl::Milliseconds(250);
   // First attempts are sent uniformly within [0, initial_jitter) of
   // the delivery's start (every policy; the coordinated engine draws it

@@ -448,40 +448,40 @@ void WatchBreaker(std::shared_ptr<grpc::Channel> channel, const std::string& key
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Delivers to a simulated flaky endpoint through staggerd and prints "
-      "every decision.\n  stagger-example-worker --coordinator "
-      "127.0.0.1:50051");
-  absl::ParseCommandLine(argc, argv);
-  const int workers = std::clamp(absl::GetFlag(FLAGS_workers), 1, 256);
-  const int deliveries = std::clamp(absl::GetFlag(FLAGS_deliveries), 1, 100000);
-
-  // 1. The endpoint key: from the delivery URL, keeping scheme, host, port
-  //    and the first path segment; a token in the URL never reaches the
-  //    coordinator, its logs or staggerctl's output.
+// 1. The endpoint key: from the delivery URL, keeping scheme, host, port
+//    and the first path segment; a token in the URL never reaches the
+//    coordinator, its logs or staggerctl's output. nullopt (the error
+//    printed) if --endpoint cannot be keyed.
+std::optional<std::string> EndpointKeyFromFlags() {
   absl::StatusOr<std::string> key = stagger::client::EndpointKeyFromUrl(
       absl::GetFlag(FLAGS_endpoint), absl::GetFlag(FLAGS_key_path_segments));
   if (!key.ok()) {
     std::fprintf(stderr, "--endpoint: %s\n", key.status().ToString().c_str());
-    return 2;
+    return std::nullopt;
   }
-  g_key = *key;
+  return *std::move(key);
+}
 
-  // 2. The client: one per process, shared by every worker thread; TLS if
-  //    the --tls_* flags say so.
+stagger::client::ClientTlsOptions TlsFromFlags() {
   stagger::client::ClientTlsOptions tls;
   tls.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
   tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
   tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  return tls;
+}
+
+// 2. The client: one per process, shared by every worker thread; TLS if
+//    the --tls_* flags say so. It waits up to 2 s for the coordinator, then
+//    goes on deciding locally until it is reachable. nullptr (the error
+//    printed) on bad flags.
+std::unique_ptr<stagger::client::CoordinatorClient> ClientFromFlags(
+    const stagger::client::ClientTlsOptions& tls) {
   auto credentials = stagger::client::MakeChannelCredentials(tls);
   if (!credentials.ok()) {
     std::fprintf(stderr, "bad TLS flags: %s\n",
                  credentials.status().ToString().c_str());
-    return 2;
+    return nullptr;
   }
   stagger::client::ClientOptions options;
   options.target = absl::GetFlag(FLAGS_coordinator);
@@ -495,12 +495,17 @@ int main(int argc, char** argv) {
   if (!client.ok()) {
     std::fprintf(stderr, "bad options: %s\n",
                  client.status().ToString().c_str());
-    return 2;
+    return nullptr;
   }
   if (!(*client)->WaitForCoordinator(absl::Seconds(2))) {
     Line("coordinator " + options.target +
          " not reachable: deciding locally (source=local) until it is");
   }
+  return *std::move(client);
+}
+
+// What the run will do, and what to look for in its output.
+void PrintPlan(int workers, int deliveries) {
   Line(absl::StrFormat(
       "%d workers, %d deliveries to %s; endpoint outage for %.0fs, 429 burst "
       "at %.0fs for %.0fs (Retry-After: %ds)",
@@ -511,10 +516,11 @@ int main(int argc, char** argv) {
   Line("watch for: BACKOFF delays that all differ; \"*** breaker\" lines and "
        "CIRCUIT_OPEN deferrals during the outage; RETRY_AFTER / "
        "RETRY_AFTER_WINDOW on workers that were not sent the 429");
+}
 
-  // 3. The deliveries arrive over time, from now.
-  g_start = absl::Now();
-  WorkQueue queue;
+// 3. The deliveries arrive evenly over --arrival_seconds from g_start, each
+//    with its own deadline.
+void QueueDeliveries(int deliveries, WorkQueue* queue) {
   const absl::Duration arrival =
       absl::Seconds(absl::GetFlag(FLAGS_arrival_seconds));
   for (int i = 0; i < deliveries; ++i) {
@@ -523,23 +529,27 @@ int main(int argc, char** argv) {
     d.ready = g_start + arrival * i / deliveries;
     d.deadline =
         d.ready + absl::Seconds(absl::GetFlag(FLAGS_delivery_deadline_seconds));
-    queue.Push(d);
+    queue->Push(d);
   }
+}
 
-  // 4. Workers, a breaker watcher, and a bound on the run time. `stop`
-  //    wakes every wait at once.
+// 4. Workers, a breaker watcher, and a bound on the run time. `stop` wakes
+//    every wait at once. Prints the summary and returns the exit status.
+int RunFleet(stagger::client::CoordinatorClient* client,
+             const stagger::client::ClientTlsOptions& tls, int workers,
+             int deliveries, WorkQueue* queue) {
   stagger::client::Canceller stop;
   FlakyEndpoint endpoint;
   Tally tally;
   OpenCount open_deliveries(deliveries);
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
-    threads.emplace_back(Worker, w, client->get(), &endpoint, &queue, &stop,
-                         &tally, &open_deliveries);
+    threads.emplace_back(Worker, w, client, &endpoint, queue, &stop, &tally,
+                         &open_deliveries);
   }
   // The breaker lives on the replica that owns the endpoint's key.
   auto watch_channel =
-      stagger::client::MakeChannel((*client)->OwnerOf(g_key).target, tls);
+      stagger::client::MakeChannel(client->OwnerOf(g_key).target, tls);
   if (!watch_channel.ok()) {
     std::fprintf(stderr, "bad options: %s\n",
                  watch_channel.status().ToString().c_str());
@@ -550,11 +560,37 @@ int main(int argc, char** argv) {
   const absl::Time bound =
       g_start + absl::Seconds(absl::GetFlag(FLAGS_max_run_seconds));
   open_deliveries.AwaitZero(bound);
-  stop.Cancel();  // wakes workers waiting out a delay
-  queue.Close();  // wakes workers waiting for a delivery
+  stop.Cancel();   // wakes workers waiting out a delay
+  queue->Close();  // wakes workers waiting for a delivery
   for (auto& t : threads) t.join();
   watcher.join();
 
-  tally.Print(deliveries, queue.size());
+  tally.Print(deliveries, queue->size());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Delivers to a simulated flaky endpoint through staggerd and prints "
+      "every decision.\n  stagger-example-worker --coordinator "
+      "127.0.0.1:50051");
+  absl::ParseCommandLine(argc, argv);
+  const int workers = std::clamp(absl::GetFlag(FLAGS_workers), 1, 256);
+  const int deliveries = std::clamp(absl::GetFlag(FLAGS_deliveries), 1, 100000);
+
+  std::optional<std::string> key = EndpointKeyFromFlags();
+  if (!key) return 2;
+  g_key = *key;
+  const stagger::client::ClientTlsOptions tls = TlsFromFlags();
+  std::unique_ptr<stagger::client::CoordinatorClient> client =
+      ClientFromFlags(tls);
+  if (client == nullptr) return 2;
+  PrintPlan(workers, deliveries);
+
+  g_start = absl::Now();
+  WorkQueue queue;
+  QueueDeliveries(deliveries, &queue);
+  return RunFleet(client.get(), tls, workers, deliveries, &queue);
 }

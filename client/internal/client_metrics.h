@@ -1,4 +1,4 @@
-// Client-side metrics of the Stagger client library (issue 3, item 3), for
+// Client-side metrics of the Stagger client library, for
 // the host process to expose from its own prometheus-cpp registry. Their
 // names, types, labels (with their value sets) and help text are declared
 // in the metric catalog (core/metrics/metric_catalog.h, the

@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "google/protobuf/util/json_util.h"
+#include "core/status/json.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/client_context.h"
 #include "stagger/v1/admin.grpc.pb.h"
@@ -66,14 +66,10 @@ void Prepare(grpc::ClientContext* ctx, const CommandOptions& o) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + o.timeout));
 }
 
+// The JSON the status page serves too (core/status/json.h): proto field
+// names, every field.
 std::string Json(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  opts.add_whitespace = true;
-  opts.always_print_primitive_fields = true;  // zeros and empty lists too
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
-  return out;
+  return status::ProtoJson(m, /*indent=*/true);
 }
 
 std::string When(const google::protobuf::Timestamp& t) {

@@ -1,5 +1,5 @@
 // staggerctl: the operator's command line for staggerd (see commands.h for
-// the commands and exit codes, README "Security" for TLS).
+// the commands and exit codes, docs/SECURITY.md for TLS).
 //
 //   staggerctl --address stagger:50051 --tls_ca_file ca.pem
 //     --tls_cert_file admin.pem --tls_key_file admin.key

@@ -50,7 +50,7 @@ absl::Duration NextBackoff(const BackoffParams& p, int retry,
       // it to [base, cap] guards prev * 3 (no overflow, no infinity).
       const double prev =
           std::clamp(absl::ToDoubleSeconds(previous), base, std::max(base, cap));
-      // min(cap, uniform[base, 3 * prev]) as the seed writes it: the draw is
+      // min(cap, uniform[base, 3 * prev]), the formula as written: the draw is
       // taken over the whole interval and then capped, so once 3 * prev
       // exceeds the cap a share of the draws sits at the cap (drawing over
       // [base, min(cap, 3 * prev)] instead pulls the delay down to ~cap/2

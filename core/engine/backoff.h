@@ -1,4 +1,5 @@
-// The four backoff policies of seed 000, as pure functions of
+// The four backoff policies (exponential; equal, full and decorrelated
+// jitter), as pure functions of
 // (params, attempt, previous delay, rng). No state: the caller keeps the
 // decorrelated policy's previous delay (the engine keeps it per endpoint,
 // shared by the fleet). All arithmetic is in double seconds, guarded

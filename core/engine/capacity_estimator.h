@@ -4,8 +4,8 @@
 // deliveries go.
 //
 // The model (TCP Reno's slow start and threshold, with BBR's "pace at the
-// delivery rate you measured", on fleet-wide outcomes; README "Learned
-// release pace"):
+// delivery rate you measured", on fleet-wide outcomes; docs/API.md,
+// "Learned release pace"):
 //   - What the endpoint served before (ServedRate) is where a release
 //     starts from; goodput during a release is measured here.
 //   - Gate closed (the breaker tripped, or a Retry-After window runs):

@@ -136,6 +136,33 @@ inline constexpr absl::Duration kMaxRetryAfter = absl::Hours(24);
 // AdmitInput::wait values above this are refused as bad input.
 inline constexpr absl::Duration kMaxWait = absl::Seconds(60);
 
+// Waiting admission (AdmitInput::wait; proto AdmitRequest.wait). The engine
+// keeps no waiting calls: their holder (staggerd's wait room) keeps this per
+// call and asks Engine::AdmitWaiting at each step:
+//   kArrive   the call came in: answer now, or hold it;
+//   kRecheck  something may have changed (an event, or `recheck` came):
+//             release it now (PROCEED, RELEASED or HALF_OPEN_PROBE or
+//             LAST_CHANCE), or keep holding;
+//   kExpire   its wait ran out: the answer an Admit gets now.
+enum class WaitStep : uint8_t { kArrive, kRecheck, kExpire };
+struct WaitState {
+  absl::Time since = absl::InfinitePast();  // arrival
+  absl::Time until = absl::InfiniteFuture();  // expiry (the holder's)
+  // Set at arrival: it could have gone at once (a retry asked during its
+  // backoff): only evidence that the endpoint recovered since `since` (a
+  // success, the end of a Retry-After window) lets it go before `until`.
+  bool backoff = false;
+};
+struct WaitOutcome {
+  std::optional<Decision> answer;      // set: answer now; else hold
+  // Holding: look again by then at the latest (an event may come sooner).
+  absl::Time recheck = absl::InfiniteFuture();
+  // Holding: the endpoint's gates hold it (the calls behind it in line are
+  // held too); false: only its own backoff does.
+  bool gated = true;
+};
+
+
 }  // namespace stagger::engine
 
 #endif  // STAGGER_CORE_ENGINE_DECISION_H_

@@ -101,6 +101,22 @@ void RememberRetryAfter(DecisionContext& c, absl::Duration ra, Decision* d) {
       std::max(c.st.retry_after_until_ns, Nanos(c.now + ra));
 }
 
+
+// Admit's bookkeeping for a call that goes now. First attempts fund the
+// budget when they go; a retry spends from it only when it fails (Report),
+// so a retry that succeeds costs nothing. The admission token says whether
+// it is a probe.
+void Admitted(DecisionContext& c, const AdmitInput& in, Decision* d) {
+  if (in.attempt == 1) c.st.budget.RecordFirstAttempt(c.p.budget, c.now);
+  d->admission = d->reason == Reason::kHalfOpenProbe
+                     ? ProbeAdmission(c.token_salt, c.st.breaker.generation())
+                     : kCoordinatorAdmission;
+}
+
+WaitOutcome Hold(absl::Time recheck, bool gated = true) {
+  return WaitOutcome{std::nullopt, recheck, gated};
+}
+
 }  // namespace
 
 absl::Time EffectiveDeadline(const PolicyParams& p, absl::Time deadline,
@@ -116,17 +132,59 @@ absl::Time EffectiveDeadline(const PolicyParams& p, absl::Time deadline,
 Decision DecideAdmit(DecisionContext& c, const AdmitInput& in) {
   Decision d = Begin(c, in.attempt);
   Apply(AdmitGates(c, in.attempt, &d), &d);
-  // First attempts fund the budget when they go; a retry spends from it
-  // only when it fails (Report), so a retry that succeeds costs nothing.
-  if (in.attempt == 1 && d.verdict == Verdict::kProceed) {
-    c.st.budget.RecordFirstAttempt(c.p.budget, c.now);
-  }
-  if (d.verdict == Verdict::kProceed) {
-    d.admission = d.reason == Reason::kHalfOpenProbe
-                      ? ProbeAdmission(c.token_salt, c.st.breaker.generation())
-                      : kCoordinatorAdmission;
-  }
+  if (d.verdict == Verdict::kProceed) Admitted(c, in, &d);
   return d;
+}
+
+absl::Time LastEvidence(const EndpointState& st, absl::Time now) {
+  int64_t evidence = st.last_success_ns;
+  if (st.retry_after_until_ns <= Nanos(now)) {
+    evidence = std::max(evidence, st.retry_after_until_ns);
+  }
+  return FromNanos(evidence);
+}
+
+WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
+                          WaitState& w, WaitStep step) {
+  if (step == WaitStep::kExpire || c.now >= w.until) {
+    return WaitOutcome{DecideAdmit(c, in)};
+  }
+  const bool recheck = step == WaitStep::kRecheck;
+  if (recheck && w.backoff && LastEvidence(c.st, c.now) <= w.since) {
+    // No sign of recovery yet: its own backoff stands.
+    return Hold(w.until, /*gated=*/false);
+  }
+  c.waiting = true;
+  c.recheck = recheck;
+  Decision d = Begin(c, in.attempt);
+  const Answer a = AdmitGates(c, in.attempt, &d);
+  Apply(a, &d);
+  if (a.verdict == Verdict::kDefer) {
+    // When the reason may end: Park's target, else the answer's own time
+    // (a pause's end, a last-chance landing).
+    const absl::Time next = c.wait_target != absl::InfiniteFuture()
+                                ? c.wait_target
+                                : a.defer_until;
+    return Hold(std::min(next, w.until));
+  }
+  if (a.verdict == Verdict::kProceed && !recheck) {
+    const bool now = in.attempt == 1 || a.reason == Reason::kHalfOpenProbe ||
+                     a.reason == Reason::kLastChance ||
+                     Releasing(c.st, c.now);
+    if (!now) {
+      w.backoff = true;
+      return Hold(w.until, /*gated=*/false);
+    }
+  }
+  if (a.verdict == Verdict::kProceed) {
+    if (recheck && (a.reason == Reason::kAdmitted ||
+                    a.reason == Reason::kInitialJitter)) {
+      d.reason = Reason::kReleased;
+      d.delay = absl::ZeroDuration();
+    }
+    Admitted(c, in, &d);
+  }
+  return WaitOutcome{d};
 }
 
 Decision DecideReport(DecisionContext& c, const ReportInput& in) {
@@ -172,6 +230,7 @@ void ApplyForcedBreaker(DecisionContext& c,
 
 GateAnswer Paused(DecisionContext& c) {
   if (c.paused_until <= c.now) return std::nullopt;
+  if (c.waiting) c.wait_target = c.paused_until;
   return Answer::Defer(Reason::kPaused, c.paused_until + UniformDuration(
                                             c.rng, c.p.deferral.spread));
 }
@@ -225,7 +284,10 @@ GateAnswer HalfOpenProbe(DecisionContext& c) {
 }
 
 GateAnswer ReleasePace(DecisionContext& c) {
-  if (!Releasing(c.st, c.now)) return std::nullopt;
+  const bool paced = Releasing(c.st, c.now) ||
+                     (c.waiting && c.st.release != nullptr &&
+                      !GateClosed(c.st, c.now));
+  if (!paced) return std::nullopt;
   EndpointRelease& rel = *c.st.release;
   if (rel.pacer.TakeSlot(c.now, rel.capacity.Pace(c.p.deferral))) {
     return std::nullopt;
@@ -305,6 +367,7 @@ void LearnFromAnswer(DecisionContext& c, uint64_t admission, Decision* d) {
   AddTransition(c, d, st.breaker.OnAnswer(c.p.breaker, c.now, probe));
   SyncGate(c);
   st.served.OnSuccess(c.now);
+  st.last_success_ns = Nanos(c.now);
   if (rel != nullptr) {
     rel->capacity.OnSuccess(c.p.deferral, c.now, rel->pacer.backlog());
   }
@@ -347,6 +410,14 @@ bool LearnFromFailure(DecisionContext& c, const ReportInput& in, Decision* d) {
 Answer Park(DecisionContext& c, Reason r, absl::Time target) {
   const DeferralParams& dp = c.p.deferral;
   EndpointRelease* rel = c.st.release.get();
+  if (c.recheck) {  // parked when it arrived: book nothing, look again then
+    const absl::Time t = r == Reason::kPaced && rel != nullptr
+                             ? std::max(rel->pacer.NextSlot(), c.now)
+                             : target;
+    if (t > c.deadline) return LastChance(c, r);
+    c.wait_target = t;
+    return Answer::Defer(r, t);
+  }
   absl::Time back;
   if (rel == nullptr) {  // no release running: only check-ins happen
     back = ReleasePacer::OpenCheckIn(dp, c.now, target, c.rng);
@@ -356,7 +427,10 @@ Answer Park(DecisionContext& c, Reason r, absl::Time target) {
   } else {
     back = rel->pacer.CheckIn(dp, c.now, target, c.rng);
   }
-  if (back <= c.deadline) return Answer::Defer(r, back);
+  if (back <= c.deadline) {
+    if (c.waiting) c.wait_target = r == Reason::kPaced ? back : target;
+    return Answer::Defer(r, back);
+  }
   return LastChance(c, r);
 }
 

@@ -16,7 +16,7 @@
 //           deadline).
 // A gate that makes the delivery wait parks it (Park: a check-in, or a slot
 // on the endpoint's release queue), or gives it its last chance when the
-// wait would cross its deadline. README, "The decision order", is the
+// wait would cross its deadline. docs/API.md, "The decision order", is the
 // contract. Everything here runs under the endpoint's shard lock; time and
 // randomness come only from the context.
 #ifndef STAGGER_CORE_ENGINE_DECISION_PATH_H_
@@ -67,6 +67,14 @@ struct DecisionContext {
   // none.
   const std::function<bool(absl::string_view, absl::Time)>* probe_hold =
       nullptr;
+  // Deciding for a waiting call (DecideWaiting): the pace applies whenever
+  // the endpoint has a learned pace (held calls come back through it, not
+  // only while a release runs), and Park records in `wait_target` when the
+  // call should be looked at again; with `recheck`, Park books nothing
+  // (the call was parked when it arrived).
+  bool waiting = false;
+  bool recheck = false;
+  absl::Time wait_target = absl::InfiniteFuture();
 };
 
 // The earlier of `deadline` and first_attempt + the policy's horizon
@@ -96,6 +104,24 @@ using GateAnswer = std::optional<Answer>;
 // The two decisions (inputs already validated).
 Decision DecideAdmit(DecisionContext& c, const AdmitInput& in);
 Decision DecideReport(DecisionContext& c, const ReportInput& in);
+
+// A waiting Admit's step (decision.h, "Waiting admission"):
+//   kArrive: the gates run as for an Admit. GIVE_UP, a first attempt, a
+//     probe, a last chance, or anything during a release answers now. A
+//     retry that could go holds as a backoff wait; a DEFER holds (the call
+//     is parked as the DEFER would have parked it).
+//   kRecheck: a backoff wait goes only on evidence since it arrived (a
+//     success, or the end of a Retry-After window: EvidenceAfter); then,
+//     like any held call, it goes if the gates let it (reason RELEASED, or
+//     HALF_OPEN_PROBE / LAST_CHANCE as given), at the learned pace. A call
+//     the gates hold books nothing.
+//   kExpire, or at `until`: the Admit's own answer, side effects and all.
+// Holding, the outcome's `recheck` is when something may change for it.
+WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
+                          WaitState& w, WaitStep step);
+// The latest sign that the endpoint takes deliveries again: its last
+// success, or the end of its Retry-After window if that has passed.
+absl::Time LastEvidence(const EndpointState& st, absl::Time now);
 
 // The gates. `attempt` is the attempt the decision is about (Admit: the
 // request's; failure report: the next one).

@@ -35,6 +35,9 @@ struct EndpointState {
   int64_t last_seen_ns = 0;
   int64_t previous_delay_ns = 0;     // decorrelated jitter's state; 0 = none
   int64_t retry_after_until_ns = 0;  // fleet-wide Retry-After window end
+  // The last success (reported, or counted by a lease holder): what lets
+  // a waiting retry go before its backoff ends (decision_path.h).
+  int64_t last_success_ns = 0;
   uint32_t config_generation = 0;    // generation policy_index refers to
   int32_t policy_index = -1;         // -1: default policy; else override
   CircuitBreaker breaker;

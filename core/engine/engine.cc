@@ -113,8 +113,7 @@ absl::Status Engine::ValidateReport(const ReportInput& in) const {
 }
 
 template <typename Input, typename DecideFn>
-Decision Engine::DecideOn(const Input& in, bool after_failure,
-                          DecideFn decide) {
+auto Engine::DecideOn(const Input& in, bool after_failure, DecideFn decide) {
   const absl::Time now = clock_->Now();
   absl::BitGenRef rng = random_->Get();
   const absl::Time paused_until = pauses_.PausedUntil(in.endpoint, now);
@@ -144,6 +143,17 @@ absl::StatusOr<Decision> Engine::Admit(const AdmitInput& in) {
                   });
 }
 
+absl::StatusOr<WaitOutcome> Engine::AdmitWaiting(const AdmitInput& in,
+                                                 WaitState* w, WaitStep step) {
+  if (step == WaitStep::kArrive) {
+    if (absl::Status s = ValidateAdmit(in); !s.ok()) return s;
+  }
+  return DecideOn(in, /*after_failure=*/false,
+                  [w, step](DecisionContext& c, const AdmitInput& a) {
+                    return DecideWaiting(c, a, *w, step);
+                  });
+}
+
 absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
   if (absl::Status s = ValidateReport(in); !s.ok()) return s;
   return DecideOn(in, /*after_failure=*/true,
@@ -170,6 +180,23 @@ ListPage Engine::List(absl::string_view after, int page_size,
                       std::optional<BreakerState> state) const {
   const absl::Time now = clock_->Now();
   ListPage page = ListEndpoints(*table_, after, page_size, state, now);
+  for (EndpointSnapshot& snap : page.endpoints) {
+    snap.pause = pauses_.Find(snap.endpoint, now);
+  }
+  return page;
+}
+
+ListPage Engine::ListNotClear(absl::string_view after,
+                              int page_size) const {
+  const absl::Time now = clock_->Now();
+  // PausedUntil is one atomic load while no pause is in force; else a
+  // reader lock on the pause table (a leaf lock: it never takes a shard's).
+  ListPage page = ListMatching(
+      *table_, after, page_size,
+      [&](const EndpointState& st) {
+        return NotClearAt(st, now) || pauses_.PausedUntil(st.key(), now) > now;
+      },
+      now);
   for (EndpointSnapshot& snap : page.endpoints) {
     snap.pause = pauses_.Find(snap.endpoint, now);
   }

@@ -2,7 +2,7 @@
 //
 // Admit() answers "may I send attempt n now?"; Report() records an attempt's
 // outcome and, for a failure, answers for attempt n+1. The decision order for
-// a failure report (README, "The decision order") is: validate -> an
+// a failure report (docs/API.md, "The decision order") is: validate -> an
 // operator's pause (DEFER(PAUSED), nothing changes) -> not
 // retryable -> remember Retry-After, feed the breaker (or, for overload, the
 // learned pace) -> attempt limit -> breaker -> overload (wait for a slot) ->
@@ -81,6 +81,13 @@ class Engine {
   absl::StatusOr<Decision> Admit(const AdmitInput& in);
   absl::StatusOr<Decision> Report(const ReportInput& in);
 
+  // Waiting admission (decision.h, "Waiting admission"): one step of a
+  // waiting call's life; `w` is its holder's (since/until set at kArrive).
+  // At kArrive the input is checked as Admit checks it (InvalidArgument
+  // naming the field, no state changed).
+  absl::StatusOr<WaitOutcome> AdmitWaiting(const AdmitInput& in, WaitState* w,
+                                           WaitStep step);
+
   // The checks Admit/Report make, without deciding (for batch validation).
   absl::Status ValidateAdmit(const AdmitInput& in) const;
   absl::Status ValidateReport(const ReportInput& in) const;
@@ -97,6 +104,11 @@ class Engine {
   // whose breaker is in `state`, in key order.
   ListPage List(absl::string_view after, int page_size,
                 std::optional<BreakerState> state) const;
+  // The same, but only endpoints that are not clear now (the status page):
+  // NotClearAt (inspection.h) or covered by a pause in force. One pass over
+  // the table under its shard locks, as List; page.scanned / page.matched
+  // count the endpoints after `after` it examined / found not clear.
+  ListPage ListNotClear(absl::string_view after, int page_size) const;
 
   // Evicts endpoints idle longer than limits.idle_eviction. Called
   // periodically by the server; also happens on demand when the table is
@@ -164,9 +176,10 @@ class Engine {
  private:
   // One decision on `in.endpoint`'s state under its shard's lock: builds
   // the decision context (now, effective deadline, randomness, pause) and
-  // hands it to `decide` (DecideAdmit or DecideReport). `in` is validated.
+  // hands it to `decide` (DecideAdmit, DecideReport or DecideWaiting);
+  // returns what it returns. `in` is validated.
   template <typename Input, typename DecideFn>
-  Decision DecideOn(const Input& in, bool after_failure, DecideFn decide);
+  auto DecideOn(const Input& in, bool after_failure, DecideFn decide);
 
   const Clock* clock_;
   RandomSource* random_;

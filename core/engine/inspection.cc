@@ -82,14 +82,30 @@ absl::StatusOr<EndpointSnapshot> InspectEndpoint(const EndpointTable& table,
 ListPage ListEndpoints(const EndpointTable& table, absl::string_view after,
                        int page_size, std::optional<BreakerState> state,
                        absl::Time now) {
+  return ListMatching(
+      table, after, page_size,
+      [&](const EndpointState& st) {
+        return !state.has_value() || st.breaker.StateAt(now) == *state;
+      },
+      now);
+}
+
+ListPage ListMatching(const EndpointTable& table, absl::string_view after,
+                      int page_size,
+                      absl::FunctionRef<bool(const EndpointState&)> keep,
+                      absl::Time now) {
   page_size = std::max(1, page_size);
+  ListPage page;
   // One key more than the page tells whether another page follows.
+  // KeysAfter asks `keep` only for keys > `after`: those are counted.
   std::vector<std::string> keys = table.KeysAfter(
       after, static_cast<size_t>(page_size) + 1,
       [&](const EndpointState& st) {
-        return !state.has_value() || st.breaker.StateAt(now) == *state;
+        ++page.scanned;
+        const bool kept = keep(st);
+        if (kept) ++page.matched;
+        return kept;
       });
-  ListPage page;
   const bool more = keys.size() > static_cast<size_t>(page_size);
   if (more) keys.resize(page_size);
   for (const std::string& key : keys) {
@@ -104,6 +120,13 @@ ListPage ListEndpoints(const EndpointTable& table, absl::string_view after,
   if (more && !keys.empty()) page.next_after = keys.back();
   page.total_tracked = table.tracked();
   return page;
+}
+
+bool NotClearAt(const EndpointState& st, absl::Time now) {
+  // OPEN past its time reads HALF_OPEN: not CLOSED either way, no clock.
+  if (st.breaker.state() != BreakerState::kClosed) return true;
+  if (st.retry_after_until_ns > absl::ToUnixNanos(now)) return true;
+  return st.release != nullptr && st.release->pacer.Releasing(now);
 }
 
 }  // namespace stagger::engine

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -64,6 +65,10 @@ struct ListPage {
   std::vector<EndpointSnapshot> endpoints;  // in key order
   std::string next_after;  // last key of the page; empty if last page
   int64_t total_tracked = 0;
+  // Endpoints with keys > `after` the scan examined, and those of them the
+  // filter kept (the page holds the first page_size of those).
+  int64_t scanned = 0;
+  int64_t matched = 0;
 };
 
 // Counters and gauges for metrics, read without stopping the engine.
@@ -89,6 +94,19 @@ absl::StatusOr<EndpointSnapshot> InspectEndpoint(const EndpointTable& table,
 ListPage ListEndpoints(const EndpointTable& table, absl::string_view after,
                        int page_size, std::optional<BreakerState> state,
                        absl::Time now);
+
+// ListEndpoints with any filter: `keep` is asked, under the shard's lock,
+// for each endpoint with a key > `after` (it must not call into the table).
+ListPage ListMatching(const EndpointTable& table, absl::string_view after,
+                      int page_size,
+                      absl::FunctionRef<bool(const EndpointState&)> keep,
+                      absl::Time now);
+
+// An endpoint that is not clear at `now`, as far as its own state says: its
+// breaker is not CLOSED, a Retry-After window runs, or a release of parked
+// deliveries is in progress. (Pauses are the pause table's: the engine's
+// ListNotClear adds them.)
+bool NotClearAt(const EndpointState& st, absl::Time now);
 
 }  // namespace stagger::engine
 

@@ -30,6 +30,8 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
   if (counts.successes > 0) {
     st.breaker.CountLateAnswers(p.breaker, now, at, counts.successes);
     st.served.OnSuccesses(at, counts.successes);
+    st.last_success_ns =
+        std::max(st.last_success_ns, absl::ToUnixNanos(at));
   }
 }
 

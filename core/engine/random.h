@@ -4,7 +4,7 @@
 // PerThreadRandom (production) hands each thread its own absl::BitGen, seeded
 // independently from OS entropy, and reseeds it in a child after fork(): a
 // fleet of processes forked from one parent must not draw identical delay
-// sequences (seed 000, last paragraph).
+// sequences (they would retry in lockstep, the herd jitter exists to break).
 #ifndef STAGGER_CORE_ENGINE_RANDOM_H_
 #define STAGGER_CORE_ENGINE_RANDOM_H_
 

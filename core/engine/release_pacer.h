@@ -60,6 +60,10 @@ class ReleasePacer {
   // At admission during a release: true (and the slot is used) if the pace
   // has room now.
   bool TakeSlot(absl::Time now, double pace);
+  // When TakeSlot will next have room (now or earlier: room now).
+  absl::Time NextSlot() const {
+    return absl::FromUnixNanos(gate_ns_) - kBurst;
+  }
   bool Releasing(absl::Time now) const {
     return absl::ToUnixNanos(now) < release_end_ns_;
   }

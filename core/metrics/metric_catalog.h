@@ -7,11 +7,12 @@
 // and CatalogLabels in metric_registration.h; no metric or label name is
 // spelled anywhere else). So do the checks of everything that refers to
 // metrics: tests/metrics/metric_catalog_test.cc holds the registrations and
-// README's metric table to it (each histogram's row names the first and last
-// of ServerMetrics' bucket bounds); the deploy checks (tests/deploy) hold the
-// Prometheus rules, their unit tests and the Grafana dashboard to it, and
-// the live scrape test holds staggerd's /metrics page to it, both through
-// the JSON that `stagger-metric-catalog` prints (CatalogJson()).
+// docs/OBSERVABILITY.md's metric table to it (each histogram's row names the
+// first and last of ServerMetrics' bucket bounds); the deploy checks
+// (tests/deploy) hold the Prometheus rules, their unit tests and the Grafana
+// dashboard to it, and the live scrape test holds staggerd's /metrics page to
+// it, both through the JSON that `stagger-metric-catalog` prints
+// (CatalogJson()).
 //
 // Rules the catalog keeps (checked at compile time): entries in MetricId
 // order, names prefixed stagger_ (stagger_client_ for the client's),
@@ -145,6 +146,8 @@ enum class MetricId : uint8_t {
   kLeaseGrants,
   kLeaseRevocations,
   kLeases,
+  kWaitingCalls,
+  kWaitingOverflows,
   kBreakerTransitions,
   kEndpoints,
   kEndpointsTracked,
@@ -168,7 +171,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 34;
+inline constexpr int kNumMetrics = 36;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -183,7 +186,8 @@ struct MetricSpec {
   constexpr Exporter exporter() const { return ExporterOf(registrar); }
 };
 
-// README's metric table lists the same metrics in the same order.
+// docs/OBSERVABILITY.md's metric table lists the same metrics in the same
+// order.
 inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
     {MetricId::kDecisions, "stagger_decisions_total", MetricType::kCounter,
      Registrar::kServerMetrics, 3,
@@ -240,6 +244,14 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      Registrar::kServerMetrics, 0, {},
      "Leases this replica has granted that may still be live (updated every "
      "eviction round)."},
+    {MetricId::kWaitingCalls, "stagger_waiting_calls", MetricType::kGauge,
+     Registrar::kServerMetrics, 0, {},
+     "Waiting Admits (AdmitRequest.wait) held now, answered when the endpoint "
+     "can take them or their wait runs out."},
+    {MetricId::kWaitingOverflows, "stagger_waiting_overflows_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Waiting Admits answered at once because --max_waiting_calls were "
+     "already held."},
     {MetricId::kBreakerTransitions, "stagger_breaker_transitions_total",
      MetricType::kCounter, Registrar::kServerMetrics, 2,
      {{{"from", LabelSet::kBreakerState}, {"to", LabelSet::kBreakerState}}},

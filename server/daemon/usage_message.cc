@@ -14,7 +14,7 @@ std::string UsageMessage() {
       " clean shutdown, ", kExitStartupFailure, " start-up failure, ",
       kExitBadConfig,
       " bad configuration or flag. Every flag is listed below and in "
-      "README.md (\"Running staggerd\").");
+      "docs/OPERATING.md (\"Flags\").");
 }
 
 }  // namespace stagger::daemon

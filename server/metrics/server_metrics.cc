@@ -122,6 +122,9 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
   lease_revocations_ =
       &RegisterFamily<MetricId::kLeaseRevocations>(registry).Add({});
   leases_ = &RegisterFamily<MetricId::kLeases>(registry).Add({});
+  waiting_ = &RegisterFamily<MetricId::kWaitingCalls>(registry).Add({});
+  waiting_overflows_ =
+      &RegisterFamily<MetricId::kWaitingOverflows>(registry).Add({});
 }
 
 // Breaker transitions (the 6 real ones) and the endpoint-table series the
@@ -185,6 +188,9 @@ void ServerMetrics::RecordDecision(Call call, const engine::Decision& d) {
   const int v = static_cast<int>(d.verdict);
   const int r = static_cast<int>(d.reason);
   if (c < 0 || c >= kNumCalls) return;
+  if (status::DecisionRing* ring = ring_.load(std::memory_order_acquire)) {
+    ring->Record(d.verdict);
+  }
   if (v >= 1 && v <= kMaxVerdict && r >= 1 && r <= engine::kMaxReason) {
     decisions_[c][v][r]->Increment();
   }
@@ -242,6 +248,12 @@ void ServerMetrics::RecordLeaseRevocations(int n) {
 }
 
 void ServerMetrics::SetLeases(int64_t n) { leases_->Set(static_cast<double>(n)); }
+
+void ServerMetrics::SetWaitingCalls(int64_t n) {
+  waiting_->Set(static_cast<double>(n));
+}
+
+void ServerMetrics::RecordWaitingOverflow() { waiting_overflows_->Increment(); }
 
 void ServerMetrics::RecordMisrouted(int requests) {
   if (requests > 0) misrouted_->Increment(requests);

@@ -18,7 +18,7 @@
 // of a rare one), and counts. Two exceptions, both fixed at construction:
 // stagger_retry_delay_seconds has attempts 2..K and "overflow" only (K from
 // the constructor), and stagger_breaker_transitions_total only the 6 real
-// transitions. README "Observability" explains each metric.
+// transitions. docs/OBSERVABILITY.md explains each metric.
 //
 // Thread-safety: every method may be called concurrently from any thread once
 // the object is constructed. The registry must outlive this object.
@@ -44,6 +44,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
 #include "core/metrics/metric_catalog.h"
+#include "core/status/decision_ring.h"
 
 namespace stagger::metrics {
 
@@ -108,7 +109,15 @@ class ServerMetrics {
   //   d.pace_cut: stagger_pace_cuts_total.
   // Out-of-range enum values (never produced by the engine) are not counted
   // under any label. Lock-free apart from the histogram's own mutex.
+  // Also counts d.verdict in the status page's ring, if one is set.
   void RecordDecision(Call call, const engine::Decision& d);
+
+  // The status page's chart (core/status/decision_ring.h): while set, every
+  // recorded decision's verdict is counted there too. Null: none. The ring
+  // must outlive this object, or be unset while no decision is recorded.
+  void set_decision_ring(status::DecisionRing* ring) {
+    ring_.store(ring, std::memory_order_release);
+  }
 
   // stagger_rpc_duration_seconds{method}: time from the handler's entry to
   // its Finish(), including validation and every batch item.
@@ -146,6 +155,9 @@ class ServerMetrics {
   void RecordLeaseRevocations(int n);
   // stagger_leases: leases granted that may still be live.
   void SetLeases(int64_t n);
+  // stagger_waiting_calls; stagger_waiting_overflows_total.
+  void SetWaitingCalls(int64_t n);
+  void RecordWaitingOverflow();
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
@@ -170,6 +182,7 @@ class ServerMetrics {
   static constexpr int kNumStates = engine::kNumBreakerStates;
 
   const int max_attempt_label_;
+  std::atomic<status::DecisionRing*> ring_{nullptr};
 
   // [call][verdict 1..4][reason 1..kMaxReason]; index 0 unused (nullptr).
   std::array<std::array<std::array<prometheus::Counter*, engine::kMaxReason + 1>,
@@ -189,6 +202,8 @@ class ServerMetrics {
   prometheus::Counter* lease_grants_ = nullptr;
   prometheus::Counter* lease_revocations_ = nullptr;
   prometheus::Gauge* leases_ = nullptr;
+  prometheus::Gauge* waiting_ = nullptr;
+  prometheus::Counter* waiting_overflows_ = nullptr;
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};

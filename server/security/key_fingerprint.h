@@ -1,5 +1,5 @@
 // KeyFingerprint: how staggerd's logs name an endpoint key or key prefix
-// without writing it (keys can carry secrets: README, "Security"): "key#"
+// without writing it (keys can carry secrets: docs/SECURITY.md): "key#"
 // and the first 12 hex digits of its SHA-256. Stable across runs and
 // machines, so an operator can match a log line to a key they hold
 // (`printf %s KEY | sha256sum`). Pure; thread-safe.

@@ -82,11 +82,12 @@ void AdminService::Audit(const std::string& who, const std::string& what,
                     reason.empty() ? "" : absl::StrCat(": \"", reason, "\"")));
 }
 
-void AdminService::Revoke(const std::string& key, bool prefix) {
-  if (leases_ == nullptr) return;
-  leases_->RevokeIf([&](absl::string_view k) {
+void AdminService::Changed(const std::string& key, bool prefix, bool revoke) {
+  const auto match = [&](absl::string_view k) {
     return prefix ? absl::StartsWith(k, key) : k == key;
-  });
+  };
+  if (leases_ != nullptr && revoke) leases_->RevokeIf(match);
+  if (waits_ != nullptr) waits_->WakeIf(match);
 }
 
 grpc::Status AdminService::DoPause(const v1::PauseRequest& req,
@@ -105,7 +106,7 @@ grpc::Status AdminService::DoPause(const v1::PauseRequest& req,
       prefix ? req.target().prefix() : req.target().endpoint(), prefix,
       duration, req.reason(), who, clock_->Now());
   if (!p.ok()) return ToGrpcStatus(p.status());
-  Revoke(prefix ? req.target().prefix() : req.target().endpoint(), prefix);
+  Changed(prefix ? req.target().prefix() : req.target().endpoint(), prefix);
   ToProto(*p, resp->mutable_pause());
   if (metrics_) metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kPause);
   Audit(who, absl::StrCat("paused ", Describe(*p), " for ",
@@ -125,6 +126,8 @@ grpc::Status AdminService::DoResume(const v1::ResumeRequest& req,
       prefix ? req.target().prefix() : req.target().endpoint(), prefix,
       clock_->Now());
   if (!p.ok()) return ToGrpcStatus(p.status());
+  Changed(prefix ? req.target().prefix() : req.target().endpoint(), prefix,
+          /*revoke=*/false);
   ToProto(*p, resp->mutable_resumed());
   if (metrics_) metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kResume);
   Audit(who, absl::StrCat("resumed ", Describe(*p)), "");
@@ -144,7 +147,7 @@ grpc::Status AdminService::DoResetEndpoint(const v1::ResetEndpointRequest& req,
   if (absl::Status s = engine_->ResetEndpoint(req.endpoint()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  Revoke(req.endpoint(), /*prefix=*/false);
+  Changed(req.endpoint(), /*prefix=*/false);
   if (metrics_) metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kReset);
   Audit(who,
         absl::StrCat("reset endpoint ", security::KeyFingerprint(req.endpoint())),
@@ -176,7 +179,7 @@ grpc::Status AdminService::DoForceBreaker(const v1::ForceBreakerRequest& req,
                               : engine::BreakerState::kClosed,
       open_for);
   if (!snap.ok()) return ToGrpcStatus(snap.status());
-  Revoke(req.endpoint(), /*prefix=*/false);
+  Changed(req.endpoint(), /*prefix=*/false);
   ToProto(*snap, resp->mutable_state());
   if (metrics_) {
     metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kForceBreaker);

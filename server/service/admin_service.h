@@ -25,6 +25,7 @@
 #include "core/engine/engine.h"
 #include "server/security/security_metrics.h"
 #include "server/service/lease_hub.h"
+#include "server/service/wait_room.h"
 #include "stagger/v1/admin.grpc.pb.h"
 
 namespace stagger::service {
@@ -37,6 +38,10 @@ class AdminService final : public v1::Admin::CallbackService {
   // Leases (null: none): a pause, a reset or a forced breaker revokes the
   // leases of the endpoints it touches. Set before the server starts.
   void set_lease_hub(LeaseHub* hub) { leases_ = hub; }
+  // Waiting admission: the same actions (and a resume) let the waiting
+  // calls of what they touched be looked at again. Set before the server
+  // starts.
+  void set_wait_room(WaitRoom* room) { waits_ = room; }
 
   grpc::ServerUnaryReactor* Pause(grpc::CallbackServerContext* ctx,
                                   const v1::PauseRequest* req,
@@ -73,8 +78,10 @@ class AdminService final : public v1::Admin::CallbackService {
   engine::Engine* engine_;
   security::SecurityMetrics* metrics_;
   LeaseHub* leases_ = nullptr;
-  // Revokes the leases of `key`, or of every key starting with it.
-  void Revoke(const std::string& key, bool prefix);
+  WaitRoom* waits_ = nullptr;
+  // `key`, or every key starting with it, changed: its leases are revoked
+  // (unless `revoke` is false) and its waiting calls looked at.
+  void Changed(const std::string& key, bool prefix, bool revoke = true);
   const engine::Clock* clock_;
   LogFn log_;
 };

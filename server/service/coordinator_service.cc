@@ -1,5 +1,6 @@
 #include "server/service/coordinator_service.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -30,6 +31,49 @@ void CoordinatorService::AfterReport(const engine::ReportInput& in) {
   if (leases_ != nullptr && in.outcome != engine::Outcome::kSuccess) {
     leases_->OnEndpointChanged(in.endpoint);
   }
+  if (waits_ != nullptr) waits_->Wake(in.endpoint);
+}
+
+void CoordinatorService::Decided(const engine::Decision& d,
+                                 v1::Decision* out) const {
+  ToProto(d, clock_->Now(), out);
+  out->set_wait_supported(waits_ != nullptr);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::MaybeHold(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::ByteBuffer* resp) {
+  v1::AdmitRequest request;
+  if (!rpc::ParseRequest(*req, &request) || !request.has_wait()) {
+    return nullptr;
+  }
+  absl::StatusOr<engine::AdmitInput> in = FromProto(request);
+  if (!in.ok() || in->wait <= absl::ZeroDuration() || !waits_->HasRoom()) {
+    return nullptr;
+  }
+  const absl::Time now = clock_->Now();
+  engine::WaitState w;
+  w.since = now;
+  w.until = std::min(now + in->wait,
+                     absl::FromChrono(ctx->deadline()) - WaitRoom::kDeadlineMargin);
+  if (w.until <= now) return nullptr;
+  absl::StatusOr<engine::WaitOutcome> o =
+      engine_->AdmitWaiting(*in, &w, engine::WaitStep::kArrive);
+  if (!o.ok()) return nullptr;  // Serve names the bad field
+  auto* call = new WaitingCall(waits_, ctx, resp, std::move(request), *in, w);
+  if (o->answer.has_value() || !waits_->Hold(call, o->recheck)) {
+    absl::StatusOr<engine::WaitOutcome> now_answer =
+        o->answer.has_value()
+            ? o
+            : engine_->AdmitWaiting(call->in(), &call->wait(),
+                                    engine::WaitStep::kExpire);
+    CheckOwner(call->in().endpoint);
+    if (metrics_) {
+      metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *now_answer->answer);
+    }
+    call->Answer(*now_answer->answer, clock_->Now());
+  }
+  return call;
 }
 
 grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
@@ -40,7 +84,7 @@ grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
   if (!d.ok()) return ToGrpcStatus(d.status());
   CheckOwner(in->endpoint);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *d);
-  ToProto(*d, clock_->Now(), resp->mutable_decision());
+  Decided(*d, resp->mutable_decision());
   return grpc::Status::OK;
 }
 
@@ -53,7 +97,7 @@ grpc::Status CoordinatorService::DoReport(const v1::ReportRequest& req,
   CheckOwner(in->endpoint);
   AfterReport(*in);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kReport, *d);
-  ToProto(*d, clock_->Now(), resp->mutable_decision());
+  Decided(*d, resp->mutable_decision());
   return grpc::Status::OK;
 }
 
@@ -90,7 +134,7 @@ grpc::Status CoordinatorService::DoBatch(
     CheckOwner(in.endpoint);
     if constexpr (std::is_same_v<Input, engine::ReportInput>) AfterReport(in);
     if (metrics_) metrics_->RecordDecision(call, *d);
-    ToProto(*d, clock_->Now(), resp->add_decisions());
+    Decided(*d, resp->add_decisions());
   }
   return grpc::Status::OK;
 }
@@ -168,6 +212,11 @@ grpc::ServerUnaryReactor* CoordinatorService::Serve(
 grpc::ServerUnaryReactor* CoordinatorService::Admit(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
     grpc::ByteBuffer* resp) {
+  if (waits_ != nullptr) {
+    if (grpc::ServerUnaryReactor* held = MaybeHold(ctx, req, resp)) {
+      return held;
+    }
+  }
   return Serve(ctx, req, resp, ServerMetrics::Method::kAdmit,
                &CoordinatorService::DoAdmit);
 }

@@ -30,6 +30,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/service/arena_allocator.h"
 #include "server/service/lease_hub.h"
+#include "server/service/wait_room.h"
 #include "server/service/ownership.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
@@ -60,6 +61,11 @@ class CoordinatorService final : public RawCoordinatorService {
   // the endpoint's leases if it is no longer clear. Set before the server
   // starts; must outlive the service.
   void set_lease_hub(LeaseHub* hub) { leases_ = hub; }
+  // Waiting admission (null: none; AdmitRequest.wait is checked and
+  // answered at once, and decisions do not say wait_supported): an Admit
+  // with a wait that cannot go now is held in the room; every report wakes
+  // its endpoint's line. Set before the server starts; must outlive it.
+  void set_wait_room(WaitRoom* room) { waits_ = room; }
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* req,
@@ -110,13 +116,22 @@ class CoordinatorService final : public RawCoordinatorService {
 
   // Counts `key` as misrouted if this replica does not own it.
   void CheckOwner(absl::string_view key);
-  // After a report: a failure may end the endpoint's leases.
+  // After a report: a failure may end the endpoint's leases; any report
+  // may let its waiting calls go.
   void AfterReport(const engine::ReportInput& in);
+  // A waiting Admit the room holds (the call is then the room's), or
+  // nullptr: Serve answers it as any Admit.
+  grpc::ServerUnaryReactor* MaybeHold(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* req,
+                                      grpc::ByteBuffer* resp);
+  // The decision in `out`, and whether this coordinator holds waiting calls.
+  void Decided(const engine::Decision& d, v1::Decision* out) const;
 
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
   const Ownership* ownership_ = nullptr;
   LeaseHub* leases_ = nullptr;
+  WaitRoom* waits_ = nullptr;
   const engine::Clock* clock_;
 };
 

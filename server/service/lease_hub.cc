@@ -1,5 +1,6 @@
 #include "server/service/lease_hub.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,10 @@ absl::Status LeaseHub::ApplyCounts(const lease::AgentKey& agent,
   if (ledger_.ShouldApply(agent, report->seq)) {
     for (const lease::EndpointCounts& e : report->endpoints) {
       engine_->ApplyLateCounts(e.endpoint, e.buckets);
+      const bool successes =
+          std::any_of(e.buckets.begin(), e.buckets.end(),
+                      [](const engine::LateCounts& b) { return b.successes > 0; });
+      if (successes && on_successes_) on_successes_(e.endpoint);
     }
   }
   down->set_applied_seq(report->seq);

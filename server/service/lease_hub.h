@@ -78,6 +78,12 @@ class LeaseHub {
   std::vector<lease::LeaseRevoke> PendingRevokes(const lease::AgentKey& agent);
   void Shutdown();
 
+  // Called with an endpoint whose counts carried successes (waiting calls
+  // may go). Set before the hub is used.
+  void set_on_successes(std::function<void(absl::string_view)> fn) {
+    on_successes_ = std::move(fn);
+  }
+
   // Forgets run-out leases; returns the leases still recorded.
   size_t Sweep() { return ledger_.Sweep(clock_->Now()); }
   int64_t streams() const;
@@ -94,6 +100,7 @@ class LeaseHub {
   const engine::Clock* const clock_;
   metrics::ServerMetrics* const metrics_;
   const bool granting_;
+  std::function<void(absl::string_view)> on_successes_;
   lease::LeaseLedger ledger_;
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

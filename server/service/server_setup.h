@@ -4,11 +4,11 @@
 // (The no-op service's methods are typed, staggerd's raw: see
 // coordinator_service.h; both put a call's messages on one arena.)
 //
-// TransportLimits are the per-connection and per-process bounds a client
-// (buggy or hostile) meets before any handler runs; each is chosen on
-// purpose (defaults and reasons below, README "Limits"), each is a staggerd
-// flag, and each is held by tests/service/transport_limits_test.cc: a
-// client over it is refused while others are served.
+// TransportLimits are the per-connection and per-process bounds a client (buggy
+// or hostile) meets before any handler runs; each is chosen on purpose
+// (defaults and reasons below, docs/OPERATING.md "Limits"), each is a staggerd
+// flag, and each is held by tests/service/transport_limits_test.cc: a client
+// over it is refused while others are served.
 #ifndef STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
 #define STAGGER_SERVER_SERVICE_SERVER_SETUP_H_
 

@@ -8,7 +8,7 @@
 // coordinator's answer give it a generous deadline, and the one test about
 // the deadline asserts "within the deadline + generous slack".
 #include "client/coordinator_client.h"
-#include "tests/client/requests.h"
+#include "tests/testing/requests.h"
 
 #include <memory>
 #include <set>
@@ -22,9 +22,10 @@
 #include "gtest/gtest.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
-#include "tests/client/fake_coordinator.h"
+#include "tests/testing/fake_coordinator.h"
 #include "tests/client/metrics_reader.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/make_client.h"
 
 namespace stagger::client {
 namespace {
@@ -36,6 +37,7 @@ using stagger::testing::FakeClock;
 using stagger::testing::AdmitOf;
 using stagger::testing::ReportOf;
 using stagger::testing::FakeCoordinatorServer;
+using stagger::testing::MakeClient;
 using stagger::testing::MakeDecision;
 using stagger::testing::MetricValue;
 using ::testing::HasSubstr;
@@ -57,13 +59,6 @@ class CoordinatorClientTest : public ::testing::Test {
     o.random = &random_;
     o.registry = registry_;
     return o;
-  }
-  std::unique_ptr<CoordinatorClient> MakeClient(ClientOptions o) {
-    auto c = CoordinatorClient::Create(std::move(o));
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (!c.ok()) return nullptr;
-    EXPECT_TRUE((*c)->WaitForCoordinator(absl::Seconds(10)));
-    return *std::move(c);
   }
   double Metric(const std::string& name,
                 const std::map<std::string, std::string>& labels = {}) {

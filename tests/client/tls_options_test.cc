@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
 
 namespace stagger::client {
 namespace {

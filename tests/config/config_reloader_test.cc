@@ -10,11 +10,9 @@
 // 10s deadline (no sleeps).
 #include "server/config/config_reloader.h"
 
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +28,8 @@
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/files.h"
+#include "tests/testing/kubelet_volume.h"
 
 namespace stagger::config {
 namespace {
@@ -51,21 +51,7 @@ constexpr char kV3[] = "default_policy { backoff { max_attempts: 9 } }\n";
 constexpr char kBad[] =
     "default_policy { backoff { base { seconds: 2 } cap { seconds: 1 } } }\n";
 constexpr char kEndpoint[] = "https://hooks.example/a";
-
-// Replaces the file's contents in place (same inode): truncate, write.
-void WriteInPlace(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-// Writes a sibling temporary file and renames it over `path`, as editors
-// and `kubectl cp`-style tools do.
-void WriteByRename(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  WriteInPlace(tmp, content);
-  fs::rename(tmp, path);
-}
+constexpr char kConfigName[] = "config.textproto";
 
 // One on_result call.
 struct Result {
@@ -76,17 +62,12 @@ struct Result {
 class ConfigReloaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string templ =
-        (fs::path(::testing::TempDir()) / "stagger_reloader_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-    path_ = dir_ + "/config.textproto";
+    ASSERT_TRUE(dir_.ok());
+    path_ = dir_ / kConfigName;
   }
   void TearDown() override {
     reloader_.reset();  // stops the thread before the files go
     engine_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   // An engine running `path`'s config, and a reloader watching `path`.
@@ -138,7 +119,7 @@ class ConfigReloaderTest : public ::testing::Test {
     return s.ok() ? s->consecutive_failures : -1;
   }
 
-  std::string dir_;
+  testing::ScratchDir dir_;
   std::string path_;
   testing::FakeClock clock_;
   engine::SeededRandom random_{42};
@@ -149,7 +130,7 @@ class ConfigReloaderTest : public ::testing::Test {
 };
 
 TEST_F(ConfigReloaderTest, GoodFileIsAppliedAndEndpointStateKept) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   // max_attempts=5; one failure recorded on the endpoint.
   ASSERT_EQ(MaxAttempts(), 5);
@@ -163,7 +144,7 @@ TEST_F(ConfigReloaderTest, GoodFileIsAppliedAndEndpointStateKept) {
   EXPECT_TRUE(Results().empty());
 
   // The file is rewritten in place with v2: max_attempts=7 plus an override.
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 7);
   ASSERT_EQ(engine_->config().overrides.size(), 1u);
@@ -183,33 +164,33 @@ TEST_F(ConfigReloaderTest, GoodFileIsAppliedAndEndpointStateKept) {
 // can miss it when both writes share a timestamp tick; the byte comparison
 // does not.
 TEST_F(ConfigReloaderTest, SameSizeRewriteIsNoticed) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   ASSERT_EQ(sizeof(kV1), sizeof(kV3));
-  WriteInPlace(path_, kV3);
+  ASSERT_TRUE(testing::WriteFile(path_, kV3));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 9);
 }
 
 TEST_F(ConfigReloaderTest, RewriteWithTheSameBytesDoesNotReload) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   // A touch, then a rename of identical bytes over the file.
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   EXPECT_FALSE(reloader_->PollOnce());
-  WriteByRename(path_, kV1);
+  ASSERT_TRUE(testing::ReplaceFile(path_, kV1));
   EXPECT_FALSE(reloader_->PollOnce());
   EXPECT_TRUE(Results().empty());
   EXPECT_EQ(reloader_->reloads_succeeded(), 0);
 }
 
 TEST_F(ConfigReloaderTest, BadFileIsRefusedAndTheOldConfigKept) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   FailOnce();
 
   // cap < base: refused.
-  WriteInPlace(path_, kBad);
+  ASSERT_TRUE(testing::WriteFile(path_, kBad));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 5);  // still v1
   EXPECT_EQ(ConsecutiveFailures(), 1);
@@ -227,7 +208,7 @@ TEST_F(ConfigReloaderTest, BadFileIsRefusedAndTheOldConfigKept) {
   EXPECT_EQ(Results().size(), 1u);
 
   // A fixed file is then applied.
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 7);
   ASSERT_EQ(Results().size(), 2u);
@@ -235,11 +216,11 @@ TEST_F(ConfigReloaderTest, BadFileIsRefusedAndTheOldConfigKept) {
 }
 
 TEST_F(ConfigReloaderTest, UnparsableFileIsRefusedWithLineAndColumn) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   // Line 2 misspells backoff; the text parser points at the token after
   // the name (the '{', column 10).
-  WriteInPlace(path_, "default_policy {\n  backof { }\n}\n");
+  ASSERT_TRUE(testing::WriteFile(path_, "default_policy {\n  backof { }\n}\n"));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 5);
   ASSERT_EQ(Results().size(), 1u);
@@ -248,15 +229,15 @@ TEST_F(ConfigReloaderTest, UnparsableFileIsRefusedWithLineAndColumn) {
 }
 
 TEST_F(ConfigReloaderTest, RenameOverThePathIsNoticed) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
-  WriteByRename(path_, kV2);
+  ASSERT_TRUE(testing::ReplaceFile(path_, kV2));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 7);
 }
 
 TEST_F(ConfigReloaderTest, MissingFileIsReportedOnceAndOldConfigKept) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   fs::remove(path_);
   EXPECT_TRUE(reloader_->PollOnce());
@@ -270,59 +251,28 @@ TEST_F(ConfigReloaderTest, MissingFileIsReportedOnceAndOldConfigKept) {
   EXPECT_FALSE(reloader_->PollOnce());
   EXPECT_EQ(Results().size(), 1u);
   // Back, with new content: applied.
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   EXPECT_TRUE(reloader_->PollOnce());
   EXPECT_EQ(MaxAttempts(), 7);
 }
 
-// The layout kubelet gives a ConfigMap volume mounted at dir_:
-//   dir_/..2026_01_01_00_00_00.1/config.textproto   (the data)
-//   dir_/..data -> ..2026_01_01_00_00_00.1
-//   dir_/config.textproto -> ..data/config.textproto
-// An update writes a new timestamped directory, points a temporary symlink
-// at it and renames that over ..data (atomic), then deletes the old
-// directory. The watched path's own symlink never changes.
-class KubernetesLayout {
- public:
-  explicit KubernetesLayout(std::string dir) : dir_(std::move(dir)) {}
-
-  std::string Path() const { return dir_ + "/config.textproto"; }
-
-  void Publish(const std::string& content) {
-    const std::string ts = absl::StrCat("..2026_01_01_00_00_00.", ++version_);
-    fs::create_directory(dir_ + "/" + ts);
-    WriteInPlace(dir_ + "/" + ts + "/config.textproto", content);
-    fs::create_directory_symlink(ts, dir_ + "/..data_tmp");
-    fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
-    if (!current_.empty()) fs::remove_all(dir_ + "/" + current_);
-    current_ = ts;
-    if (!fs::is_symlink(Path())) {
-      fs::create_symlink("..data/config.textproto", Path());
-    }
-  }
-
- private:
-  std::string dir_;
-  int version_ = 0;
-  std::string current_;
-};
-
 TEST_F(ConfigReloaderTest, KubernetesSymlinkSwapIsNoticedByThePoller) {
-  KubernetesLayout k8s(dir_);
-  k8s.Publish(kV1);
-  StartWith(k8s.Path(), /*poll_interval=*/absl::Milliseconds(10));
+  // A ConfigMap volume mounted at dir_, updated the kubelet's way.
+  testing::KubeletVolume k8s(dir_.path());
+  ASSERT_TRUE(k8s.Update({{kConfigName, kV1}}));
+  StartWith(k8s.path(kConfigName), /*poll_interval=*/absl::Milliseconds(10));
   FailOnce();
   ASSERT_TRUE(reloader_->Start().ok());
 
   // kubelet swaps ..data to a new directory holding v2.
-  k8s.Publish(kV2);
+  ASSERT_TRUE(k8s.Update({{kConfigName, kV2}}));
   ASSERT_TRUE(WaitForResults(1)) << "no reload within 10s";
   EXPECT_TRUE(Results()[0].ok) << Results()[0].status;
   EXPECT_EQ(MaxAttempts(), 7);
   EXPECT_EQ(ConsecutiveFailures(), 1);
 
   // And again, to a bad version: refused, v2 kept.
-  k8s.Publish(kBad);
+  ASSERT_TRUE(k8s.Update({{kConfigName, kBad}}));
   ASSERT_TRUE(WaitForResults(2)) << "no reload within 10s";
   EXPECT_FALSE(Results()[1].ok);
   EXPECT_THAT(std::string(Results()[1].status.message()),
@@ -332,10 +282,10 @@ TEST_F(ConfigReloaderTest, KubernetesSymlinkSwapIsNoticedByThePoller) {
 }
 
 TEST_F(ConfigReloaderTest, PollerNoticesAnInPlaceRewrite) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_, /*poll_interval=*/absl::Milliseconds(10));
   ASSERT_TRUE(reloader_->Start().ok());
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   ASSERT_TRUE(WaitForResults(1)) << "no reload within 10s";
   EXPECT_TRUE(Results()[0].ok) << Results()[0].status;
   EXPECT_EQ(MaxAttempts(), 7);
@@ -344,7 +294,7 @@ TEST_F(ConfigReloaderTest, PollerNoticesAnInPlaceRewrite) {
 }
 
 TEST_F(ConfigReloaderTest, ReloadNowReloadsEvenUnchangedBytes) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
   // SIGHUP with an unchanged file: reloaded anyway.
   EXPECT_TRUE(reloader_->ReloadNow().ok());
@@ -353,7 +303,7 @@ TEST_F(ConfigReloaderTest, ReloadNowReloadsEvenUnchangedBytes) {
   EXPECT_EQ(MaxAttempts(), 5);
   // SIGHUP after an edit: the edit is applied at once, and the next poll
   // has nothing left to do.
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   EXPECT_TRUE(reloader_->ReloadNow().ok());
   EXPECT_EQ(MaxAttempts(), 7);
   EXPECT_FALSE(reloader_->PollOnce());
@@ -361,9 +311,9 @@ TEST_F(ConfigReloaderTest, ReloadNowReloadsEvenUnchangedBytes) {
 }
 
 TEST_F(ConfigReloaderTest, ReloadNowReturnsTheErrorOfABadFile) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   StartWith(path_);
-  WriteInPlace(path_, kBad);
+  ASSERT_TRUE(testing::WriteFile(path_, kBad));
   const absl::Status s = reloader_->ReloadNow();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
@@ -377,7 +327,7 @@ TEST_F(ConfigReloaderTest, ReloadNowReturnsTheErrorOfABadFile) {
 // Several threads calling ReloadNow while the poller runs: every call is a
 // complete reload (they are serialized), none is lost.
 TEST_F(ConfigReloaderTest, ReloadNowIsThreadSafe) {
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   StartWith(path_, /*poll_interval=*/absl::Milliseconds(1));
   ASSERT_TRUE(reloader_->Start().ok());
   constexpr int kThreads = 4;
@@ -399,14 +349,14 @@ TEST_F(ConfigReloaderTest, ReloadNowIsThreadSafe) {
 // With applied_content, a change made between the caller's load and the
 // reloader's construction is caught by the first poll.
 TEST_F(ConfigReloaderTest, AppliedContentClosesTheStartupWindow) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   absl::StatusOr<std::string> bytes = ReadConfigFile(path_);
   ASSERT_TRUE(bytes.ok());
   absl::StatusOr<engine::EngineConfig> config = LoadConfigText(*bytes, path_);
   ASSERT_TRUE(config.ok());
   engine_ = std::make_unique<engine::Engine>(*config, &clock_, &random_);
   // The file changes before the reloader exists.
-  WriteInPlace(path_, kV2);
+  ASSERT_TRUE(testing::WriteFile(path_, kV2));
   ConfigReloader::Options options;
   options.applied_content = *bytes;
   reloader_ = std::make_unique<ConfigReloader>(path_, engine_.get(),
@@ -416,7 +366,7 @@ TEST_F(ConfigReloaderTest, AppliedContentClosesTheStartupWindow) {
 }
 
 TEST_F(ConfigReloaderTest, StartChecksItsPreconditions) {
-  WriteInPlace(path_, kV1);
+  ASSERT_TRUE(testing::WriteFile(path_, kV1));
   absl::StatusOr<engine::EngineConfig> config = LoadConfigFile(path_);
   ASSERT_TRUE(config.ok());
   engine_ = std::make_unique<engine::Engine>(*config, &clock_, &random_);

@@ -2,8 +2,6 @@
 // config comes from and what its errors name, the state file's interval
 // check, and the config watch's start (nothing to watch without a file; a
 // bad poll interval named by its flag).
-#include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -15,25 +13,12 @@
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/files.h"
 
 namespace stagger::daemon {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A file in the test's temporary folder, removed at the end.
-class TempFile {
- public:
-  TempFile(const std::string& name, const std::string& text)
-      : path_(::testing::TempDir() + name) {
-    std::ofstream(path_) << text;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(LoadStartupConfig, WithoutAPathRunsOnTheEmbeddedDefaults) {
   absl::StatusOr<StartupConfig> startup = LoadStartupConfig("");
@@ -46,24 +31,31 @@ TEST(LoadStartupConfig, WithoutAPathRunsOnTheEmbeddedDefaults) {
 
 TEST(LoadStartupConfig, KeepsTheBytesItLoaded) {
   const std::string text = "limits { idle_eviction { seconds: 120 } }\n";
-  TempFile file("startup.textproto", text);
-  absl::StatusOr<StartupConfig> startup = LoadStartupConfig(file.path());
+  testing::ScratchDir dir;
+  const std::string path = dir / "startup.textproto";
+  ASSERT_TRUE(dir.ok() && testing::WriteFile(path, text));
+  absl::StatusOr<StartupConfig> startup = LoadStartupConfig(path);
   ASSERT_TRUE(startup.ok()) << startup.status();
-  EXPECT_EQ(startup->path, file.path());
+  EXPECT_EQ(startup->path, path);
   EXPECT_EQ(startup->bytes, text);
   EXPECT_EQ(startup->config.limits.idle_eviction, absl::Seconds(120));
 }
 
 TEST(LoadStartupConfig, AnInvalidFileIsRefusedNamingTheFileAndField) {
-  TempFile file("bad.textproto", "limits { idle_eviction { seconds: 0 } }\n");
-  absl::StatusOr<StartupConfig> startup = LoadStartupConfig(file.path());
+  testing::ScratchDir dir;
+  const std::string path = dir / "bad.textproto";
+  ASSERT_TRUE(dir.ok() && testing::WriteFile(
+                              path, "limits { idle_eviction { seconds: 0 } }\n"));
+  absl::StatusOr<StartupConfig> startup = LoadStartupConfig(path);
   ASSERT_FALSE(startup.ok());
-  EXPECT_THAT(startup.status().message(), HasSubstr(file.path()));
+  EXPECT_THAT(startup.status().message(), HasSubstr(path));
   EXPECT_THAT(startup.status().message(), HasSubstr("limits.idle_eviction"));
 }
 
 TEST(LoadStartupConfig, AMissingFileIsRefusedNamingIt) {
-  const std::string path = ::testing::TempDir() + "no-such-config.textproto";
+  testing::ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir / "no-such-config.textproto";
   absl::StatusOr<StartupConfig> startup = LoadStartupConfig(path);
   ASSERT_FALSE(startup.ok());
   EXPECT_THAT(startup.status().message(), HasSubstr(path));
@@ -97,8 +89,10 @@ TEST(StartConfigWatch, WithoutAFileThereIsNothingToWatch) {
 }
 
 TEST(StartConfigWatch, ABadPollIntervalIsNamedByItsFlag) {
-  TempFile file("watched.textproto", "");
-  absl::StatusOr<StartupConfig> startup = LoadStartupConfig(file.path());
+  testing::ScratchDir dir;
+  const std::string path = dir / "watched.textproto";
+  ASSERT_TRUE(dir.ok() && testing::WriteFile(path, ""));
+  absl::StatusOr<StartupConfig> startup = LoadStartupConfig(path);
   ASSERT_TRUE(startup.ok()) << startup.status();
   testing::FakeClock clock;
   engine::SeededRandom random(1);

@@ -1,24 +1,33 @@
 // Checks of deploy/Dockerfile, which cannot be built here (no Docker
-// engine). One mode per ctest test:
+// engine). It makes two images from one build stage: staggerd (the last
+// stage, what `docker build` makes without --target) and stagger-agent
+// (--target stagger-agent), both on a shared runtime stage. One mode per
+// ctest test:
 //   node check_dockerfile.js lint          dockerfilelint passes (and
 //                                          rejects a broken Dockerfile)
-//   node check_dockerfile.js structure     two Debian 12 stages; the build
+//   node check_dockerfile.js structure     Debian 12 stages; the build
 //                                          stage runs scripts/setup and
 //                                          scripts/build; the runtime stage
-//                                          installs real, non -dev packages,
-//                                          copies only staggerd, numeric
-//                                          USER, EXPOSE 50051 9464,
-//                                          ENTRYPOINT staggerd; the
-//                                          .dockerignore; mutated
-//                                          Dockerfiles prove each rule bites
-//   node check_dockerfile.js runtime-libs [STAGGERD]
-//                                          every shared library STAGGERD
-//                                          links is in a runtime package or
-//                                          their Depends, or in the
-//                                          bookworm-slim base; proven on
-//                                          system libraries too. Without a
-//                                          built STAGGERD that part exits
-//                                          77 (ctest: skipped).
+//                                          installs real, non -dev packages;
+//                                          each image copies only its
+//                                          program (the agent's also its
+//                                          health probe), numeric USER,
+//                                          its EXPOSE, its exec-form
+//                                          ENTRYPOINT; the .dockerignore;
+//                                          mutated Dockerfiles prove each
+//                                          rule bites
+//   node check_dockerfile.js runtime-libs [BINARY...]
+//                                          every shared library each given
+//                                          built program (staggerd,
+//                                          stagger-agent) links is in its
+//                                          image's packages or their
+//                                          Depends, or in the bookworm-slim
+//                                          base, and every program the
+//                                          agent's probe runs is too;
+//                                          proven on system libraries. A
+//                                          program the images ship but not
+//                                          given (not built) fails the
+//                                          check, naming it.
 //   node check_dockerfile.js setup-build   the build stage's
 //                                          `scripts/setup --build` succeeds
 //                                          on a machine without kubectl and
@@ -58,6 +67,43 @@ function instructions(text) {
   }
   return out;
 }
+
+// The stages: [{ index, base, name, instructions }] ("FROM base AS name").
+function stages(text) {
+  const all = instructions(text);
+  return all.filter((i) => i.op === "FROM").map((f) => {
+    const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(f.args) || [];
+    return { index: f.stage, base: m[1], name: m[2], instructions: all.filter((i) => i.stage === f.stage) };
+  });
+}
+
+// A stage and the stages it is built on, itself first.
+function chain(all, stage) {
+  const out = [stage];
+  for (let s = stage; s;) {
+    s = all.find((x) => x.name === s.base && x.index < s.index);
+    if (s) out.push(s);
+  }
+  return out;
+}
+
+// The images: stages that COPY a program out of the build stage
+// ("COPY --from=build /out/NAME /usr/local/bin/NAME"): name -> stage.
+function images(all) {
+  const out = new Map();
+  for (const st of all) {
+    for (const c of st.instructions.filter((i) => i.op === "COPY")) {
+      const m = /^--from=\S+ \/out\/(\S+) \/usr\/local\/bin\/(\S+)$/.exec(c.args);
+      if (m && m[1] === m[2]) out.set(m[1], st);
+    }
+  }
+  return out;
+}
+
+// The Debian packages an image gets: those of its stage and the stages
+// under it.
+const stagePackages = (all, stage) =>
+  chain(all, stage).flatMap((s) => aptPackages(s.instructions.filter((i) => i.op === "RUN")));
 
 // Packages named by `apt-get install` in the given RUN instructions.
 function aptPackages(runs) {
@@ -121,14 +167,15 @@ function baseImagePackages() {
 }
 
 // path -> owning Debian package, for many library paths in one dpkg-query
-// call (merged-/usr aware: dpkg may know a file as /lib/... or /usr/lib/...).
+// call (merged-/usr aware: dpkg may know a file as /lib/... or /usr/lib/...,
+// /bin/... or /usr/bin/...).
 function owners(files) {
   const aliases = new Map(); // candidate path -> original path
   for (const file of files) {
     const cands = new Set([file, fs.realpathSync(file)]);
     for (const f of [...cands]) {
-      if (f.startsWith("/usr/lib/")) cands.add(f.slice(4));
-      else if (f.startsWith("/lib/")) cands.add("/usr" + f);
+      if (/^\/usr\/(lib|bin|sbin)\//.test(f)) cands.add(f.slice(4));
+      else if (/^\/(lib|bin|sbin)\//.test(f)) cands.add("/usr" + f);
     }
     for (const c of cands) aliases.set(c, file);
   }
@@ -163,88 +210,166 @@ function uncoveredLibs(binary, packages) {
   return missing;
 }
 
-// The packages deploy/Dockerfile's last (runtime) stage installs.
-const runtimePackages = (() => {
-  const all = instructions(TEXT);
-  const last = all.filter((i) => i.op === "FROM").length - 1;
-  return aptPackages(all.filter((i) => i.stage === last && i.op === "RUN"));
-})();
+// Every program the agent's health probe (deploy/stagger-agent-health)
+// runs: they must be in its image (check_agent_probe.js runs it with these
+// alone on PATH).
+const { PROBE_PROGRAMS } = require("./lib/agent_rules");
+// The images and what each ships, as deploy/Dockerfile says.
+const STAGES = stages(TEXT);
+const IMAGES = images(STAGES);
 
 const mode = process.argv[2];
 const MODES = ["lint", "structure", "runtime-libs", "setup-build"];
 if (!MODES.includes(mode)) {
-  console.error(`usage: node check_dockerfile.js ${MODES.join("|")} [STAGGERD]`);
+  console.error(`usage: node check_dockerfile.js ${MODES.join("|")} [BINARY...]`);
   process.exit(2);
+}
+
+// dockerfilelint's issues for a Dockerfile text, less one false positive:
+// dockerfilelint 1.8 reads `FROM runtime AS staggerd` (a stage defined
+// earlier in the file) as an untagged image. Only that is dropped: an
+// untagged real image (`FROM debian AS x`) is still an issue.
+function lintIssues(text) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stagger-lint-"));
+  let r;
+  try {
+    fs.writeFileSync(path.join(dir, "Dockerfile"), text);
+    r = spawnSync(LINT, ["--json", path.join(dir, "Dockerfile")], { encoding: "utf8" });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  const lines = text.split("\n");
+  const defined = (line) => {
+    const m = /^FROM\s+(\S+)/i.exec(lines[line - 1] || "");
+    return m && lines.slice(0, line - 1).some((l) => new RegExp(`^FROM\\s+\\S+\\s+AS\\s+${m[1]}\\s*$`, "i").test(l));
+  };
+  const issues = JSON.parse(r.stdout).files.flatMap((f) => f.issues)
+    .filter((i) => !(i.title === "Base Image Missing Tag" && defined(Number(i.line))));
+  return { status: r.status, issues, raw: r.stdout + r.stderr };
 }
 
 if (mode === "lint") {
   test("dockerfilelint: deploy/Dockerfile has no issues", () => {
-    const r = spawnSync(LINT, ["--json", DOCKERFILE], { encoding: "utf8" });
-    assert.equal(r.status, 0, r.stdout + r.stderr);
-    assert.equal(JSON.parse(r.stdout).totalIssues, 0, r.stdout);
+    const r = lintIssues(TEXT);
+    assert.deepEqual(r.issues, [], r.raw);
   });
   test("dockerfilelint: rejects a broken Dockerfile", () => {
     const broken = TEXT.replace("apt-get install -y --no-install-recommends", "apt-get install").replace("FROM debian:bookworm-slim", "FROM debian:latest");
     assert.notEqual(broken, TEXT);
-    const r = spawnSync(LINT, ["--json", broken], { encoding: "utf8" });
+    const r = lintIssues(broken);
     assert.notEqual(r.status, 0);
-    const titles = JSON.parse(r.stdout).files.flatMap((f) => f.issues.map((i) => i.title));
+    const titles = r.issues.map((i) => i.title);
     assert.ok(titles.some((t) => /latest/i.test(t)), titles.join("; "));
     assert.ok(titles.some((t) => /apt-get/.test(t)), titles.join("; "));
   });
+  test("dockerfilelint: an untagged image is still an issue, only stage names are not", () => {
+    const broken = TEXT.replace("FROM debian:bookworm-slim AS runtime", "FROM debian AS runtime");
+    assert.notEqual(broken, TEXT);
+    const line = TEXT.split("\n").indexOf("FROM debian:bookworm-slim AS runtime") + 1;
+    assert.ok(line > 0);
+    assert.deepEqual(lintIssues(broken).issues.map((i) => `${i.line} ${i.title}`), [`${line} Base Image Missing Tag`]);
+  });
 }
+
+// What each image must be: its EXPOSEd ports and its exec-form ENTRYPOINT
+// (checked by `entrypoint(args)`).
+const IMAGE_RULES = {
+  staggerd: {
+    ports: ["50051", "9464"],
+    entrypoint: (e) => e.length === 1 && e[0] === "/usr/local/bin/staggerd",
+    want: '["/usr/local/bin/staggerd"]',
+    // Files besides the program the image may copy from the context.
+    extra: [],
+    packages: [],
+  },
+  "stagger-agent": {
+    ports: ["9465"],
+    // The socket's mode comes from the umask; `exec` keeps the agent the
+    // process that gets the signals; "$@" passes the arguments on.
+    entrypoint: (e) => e.length === 4 && e[0] === "/bin/sh" && e[1] === "-c" &&
+      /^umask 0007 && exec \/usr\/local\/bin\/stagger-agent "\$@"$/.test(e[2]) && e[3] === "stagger-agent",
+    want: '["/bin/sh", "-c", "umask 0007 && exec /usr/local/bin/stagger-agent \\"$@\\"", "stagger-agent"]',
+    extra: ["deploy/stagger-agent-health /usr/local/bin/stagger-agent-health"],
+    packages: ["curl"],
+  },
+};
 
 // Structural rules for a Dockerfile text; returns error strings.
 function structureErrors(text) {
   const errors = [];
   const err = (m) => errors.push(m);
-  const all = instructions(text);
-  const fr = all.filter((i) => i.op === "FROM");
-  const last = fr.length - 1;
-  const rt = all.filter((i) => i.stage === last);
-  const bld = all.filter((i) => i.stage >= 0 && i.stage < last);
+  const all = stages(text);
+  const named = (n) => all.find((s) => s.name === n);
+  if (all.length < 2) err("not multi-stage");
+  for (const st of all) {
+    const earlier = all.some((x) => x.name === st.base && x.index < st.index);
+    if (!earlier && !/^debian:bookworm(-slim)?$/.test(st.base)) err(`FROM ${st.base}${st.name ? " AS " + st.name : ""}: not Debian 12`);
+  }
+  const root = (st) => chain(all, st).pop().base;
 
-  if (fr.length < 2) err("not multi-stage");
-  for (const f of fr) if (!/^debian:bookworm(-slim)?(\s+AS\s+\S+)?$/i.test(f.args)) err(`FROM ${f.args}: not Debian 12`);
-  if (last >= 0 && !/^debian:bookworm-slim\b/.test(fr[last].args)) err("runtime stage is not debian:bookworm-slim");
-
-  // Build stage: the README's scripts, and nothing no test exercises.
-  const runs = bld.filter((i) => i.op === "RUN").map((i) => i.args);
-  const setup = runs.findIndex((r) => /(^|\s)scripts\/setup\b/.test(r));
-  const make = runs.findIndex((r) => /(^|\s)scripts\/build Release\b/.test(r));
-  if (!(setup >= 0 && make > setup)) err("build stage must RUN scripts/setup, then scripts/build Release");
-  for (const r of runs) {
-    for (const sc of r.matchAll(/(?:^|\s)(scripts\/[A-Za-z0-9_-]+)/g)) {
-      const p = path.join(REPO, sc[1]);
-      try { fs.accessSync(p, fs.constants.X_OK); } catch { err(`${sc[1]} is not an executable script of the repo`); }
+  // The build stage: the repo's own scripts (scripts/setup, scripts/build,
+  // what scripts/start and scripts/test run), and nothing no test exercises.
+  const build = named("build");
+  if (!build || build.base !== "debian:bookworm") err("no build stage (FROM debian:bookworm AS build)");
+  else {
+    const runs = build.instructions.filter((i) => i.op === "RUN").map((i) => i.args);
+    const setup = runs.findIndex((r) => /(^|\s)scripts\/setup\b/.test(r));
+    const make = runs.findIndex((r) => /(^|\s)scripts\/build Release\b/.test(r));
+    if (!(setup >= 0 && make > setup)) err("build stage must RUN scripts/setup, then scripts/build Release");
+    for (const r of runs) {
+      for (const sc of r.matchAll(/(?:^|\s)(scripts\/[A-Za-z0-9_-]+)/g)) {
+        const p = path.join(REPO, sc[1]);
+        try { fs.accessSync(p, fs.constants.X_OK); } catch { err(`${sc[1]} is not an executable script of the repo`); }
+      }
+      for (const cmd of r.split(/&&/).map((c) => c.trim().replace(/^([A-Z_]+=\S+\s+)+/, ""))) {
+        if (!/^(scripts\/(setup|build)\b|install\s)/.test(cmd)) err(`unexpected build step: ${cmd}`);
+      }
     }
-    for (const cmd of r.split(/&&/).map((c) => c.trim().replace(/^([A-Z_]+=\S+\s+)+/, ""))) {
-      if (!/^(scripts\/(setup|build)\b|install\s)/.test(cmd)) err(`unexpected build step: ${cmd}`);
-    }
   }
 
-  // Runtime stage: real, non -dev packages, including the five libraries.
-  const pkgs = aptPackages(rt.filter((i) => i.op === "RUN"));
-  for (const p of pkgs) {
-    if (/-dev$|^build-essential$|^g\+\+|^gcc|^cmake$/.test(p)) err(`runtime package ${p} is a build package`);
-    else if (!dpkg().has(p)) err(`runtime package ${p} is not an installed Debian package here (misspelled?)`);
+  // The images: each on debian:bookworm-slim, the shared runtime stage's
+  // libraries (real, non -dev packages, including the five), only its
+  // program and files, a numeric USER, its ports and entrypoint.
+  const imgs = images(all);
+  const last = all[all.length - 1];
+  for (const name of Object.keys(IMAGE_RULES)) if (!imgs.has(name)) err(`no image copies /out/${name} to /usr/local/bin/${name}`);
+  if (last && last.name !== "staggerd") err(`the last stage (docker build without --target) must be staggerd, got ${last.name}`);
+  for (const [name, st] of imgs) {
+    const rule = IMAGE_RULES[name];
+    if (!rule) { err(`stage ${st.name} ships ${name}, which is no Stagger program`); continue; }
+    if (st.name !== name) err(`the image of ${name} must be the stage named ${name} (docker build --target ${name}), got ${st.name}`);
+    if (root(st) !== "debian:bookworm-slim") err(`image ${name} is not built on debian:bookworm-slim`);
+    const installs = build && build.instructions.some((i) => i.op === "RUN" && i.args.includes(`/tmp/stagger-build/bin/${name} /out/${name}`));
+    if (!installs) err(`the build stage does not install ${name} into /out/${name}`);
+    const pkgs = stagePackages(all, st);
+    for (const p of pkgs) {
+      if (/-dev$|^build-essential$|^g\+\+|^gcc|^cmake$/.test(p)) err(`runtime package ${p} is a build package`);
+      else if (!dpkg().has(p)) err(`runtime package ${p} is not an installed Debian package here (misspelled?)`);
+    }
+    for (const want of ["libgrpc++1.51", "libprotobuf32", "libabsl20220623", "libprometheus-cpp-core1.0", "libprometheus-cpp-pull1.0", ...rule.packages]) {
+      if (!pkgs.includes(want)) err(`image ${name} does not install ${want}`);
+    }
+    const own = chain(all, st).flatMap((s) => s.instructions);
+    for (const c of own.filter((i) => i.op === "COPY" || i.op === "ADD")) {
+      const ok = c.op === "COPY" && (c.args === `--from=build /out/${name} /usr/local/bin/${name}` || rule.extra.includes(c.args));
+      if (!ok) err(`image ${name} copies more than ${name}: ${c.op} ${c.args}`);
+    }
+    for (const x of rule.extra) {
+      if (!own.some((i) => i.op === "COPY" && i.args === x)) err(`image ${name} does not copy ${x}`);
+      const src = path.join(REPO, x.split(" ")[0]);
+      try { fs.accessSync(src, fs.constants.X_OK); } catch { err(`${x.split(" ")[0]} is not an executable file of the repo`); }
+    }
+    // The effective USER: the last of the image's own stage, else of the
+    // nearest stage under it that has one.
+    const user = chain(all, st).map((x) => x.instructions.filter((i) => i.op === "USER").pop()).find(Boolean);
+    if (!user || !/^[1-9][0-9]*(:[1-9][0-9]*)?$/.test(user.args)) err(`image ${name}: USER must be a numeric non-root UID, got ${user ? user.args : "none"}`);
+    const ports = own.filter((i) => i.op === "EXPOSE").flatMap((i) => i.args.split(" "));
+    for (const p of rule.ports) if (!ports.includes(p)) err(`image ${name}: EXPOSE lacks ${p}`);
+    const ep = st.instructions.filter((i) => i.op === "ENTRYPOINT").pop();
+    let epArgs = null;
+    try { epArgs = ep && JSON.parse(ep.args); } catch { /* shell form */ }
+    if (!Array.isArray(epArgs) || !rule.entrypoint(epArgs)) err(`image ${name}: ENTRYPOINT must be the exec form ${rule.want}`);
   }
-  for (const want of ["libgrpc++1.51", "libprotobuf32", "libabsl20220623", "libprometheus-cpp-core1.0", "libprometheus-cpp-pull1.0"]) {
-    if (!pkgs.includes(want)) err(`runtime stage does not install ${want}`);
-  }
-  const copies = rt.filter((i) => i.op === "COPY" || i.op === "ADD");
-  if (!copies.length) err("runtime stage copies nothing");
-  for (const c of copies) {
-    if (!/^--from=\S+ \S*staggerd \/usr\/local\/bin\/staggerd$/.test(c.args)) err(`runtime stage copies more than staggerd: ${c.op} ${c.args}`);
-  }
-  const user = rt.filter((i) => i.op === "USER").pop();
-  if (!user || !/^[1-9][0-9]*(:[1-9][0-9]*)?$/.test(user.args)) err(`USER must be a numeric non-root UID, got ${user ? user.args : "none"}`);
-  const ports = rt.filter((i) => i.op === "EXPOSE").flatMap((i) => i.args.split(" "));
-  for (const p of ["50051", "9464"]) if (!ports.includes(p)) err(`EXPOSE lacks ${p}`);
-  const ep = rt.filter((i) => i.op === "ENTRYPOINT").pop();
-  let epArgs = null;
-  try { epArgs = ep && JSON.parse(ep.args); } catch { /* shell form */ }
-  if (!Array.isArray(epArgs) || epArgs[0] !== "/usr/local/bin/staggerd") err("ENTRYPOINT must be the exec form [\"/usr/local/bin/staggerd\"]");
   return errors;
 }
 
@@ -264,17 +389,29 @@ if (mode === "structure") {
   // Each mutant breaks one rule; the checker must name it.
   const mutants = [
     ["Ubuntu base", (t) => t.replace("FROM debian:bookworm AS build", "FROM ubuntu:22.04 AS build"), /FROM ubuntu:22.04 AS build: not Debian 12/],
-    ["full runtime base", (t) => t.replace("FROM debian:bookworm-slim AS runtime", "FROM debian:bookworm AS runtime"), /runtime stage is not debian:bookworm-slim/],
-    ["single stage", (t) => t.slice(t.indexOf("FROM debian:bookworm-slim")), /not multi-stage/],
+    ["full runtime base", (t) => t.replace("FROM debian:bookworm-slim AS runtime", "FROM debian:bookworm AS runtime"), /image staggerd is not built on debian:bookworm-slim/],
+    ["no build stage", (t) => t.slice(t.indexOf("FROM debian:bookworm-slim")), /no build stage/],
+    ["single stage", (t) => "FROM debian:bookworm-slim AS staggerd\n" + t.slice(t.indexOf("COPY --from=build /out/staggerd")), /not multi-stage/],
     ["no scripts/setup", (t) => t.replace("RUN scripts/setup --build", "RUN true"), /must RUN scripts\/setup, then scripts\/build Release|unexpected build step: true/],
     ["an untested build step", (t) => t.replace("RUN scripts/setup --build", "RUN scripts/setup --build && make -j8"), /unexpected build step: make -j8/],
+    ["stagger-agent not built into /out", (t) => t.replace(/\s*&& install -D -m 0755 \/tmp\/stagger-build\/bin\/stagger-agent \/out\/stagger-agent/, ""), /the build stage does not install stagger-agent/],
     ["-dev package at runtime", (t) => t.replace("libgrpc++1.51 \\", "libgrpc++-dev \\"), /runtime package libgrpc\+\+-dev is a build package/],
     ["misspelled package", (t) => t.replace("libprotobuf32 \\", "libprotobuf23 \\"), /libprotobuf23 is not an installed Debian package/],
-    ["whole repo in the runtime", (t) => t.replace("COPY --from=build /out/staggerd /usr/local/bin/staggerd", "COPY . /src"), /copies more than staggerd/],
-    ["root user", (t) => t.replace("USER 65532:65532", "USER root"), /USER must be a numeric non-root UID/],
-    ["metrics port not exposed", (t) => t.replace("EXPOSE 50051 9464", "EXPOSE 50051"), /EXPOSE lacks 9464/],
-    ["shell-form ENTRYPOINT", (t) => t.replace('ENTRYPOINT ["/usr/local/bin/staggerd"]', "ENTRYPOINT staggerd"), /ENTRYPOINT must be the exec form/],
+    ["the agent's image without curl", (t) => t.replace("        curl \\", "        procps \\"), /image stagger-agent does not install curl/],
+    ["whole repo in the staggerd image", (t) => t.replace("COPY --from=build /out/staggerd /usr/local/bin/staggerd", "$&\nCOPY . /src"), /image staggerd copies more than staggerd: COPY \. \/src/],
+    ["staggerd in the agent's image", (t) => t.replace("COPY --from=build /out/stagger-agent /usr/local/bin/stagger-agent", "$&\nCOPY --from=build /out/staggerd /usr/local/bin/staggerd-too"), /image stagger-agent copies more than stagger-agent/],
+    ["no probe in the agent's image", (t) => t.replace("COPY deploy/stagger-agent-health /usr/local/bin/stagger-agent-health\n", ""), /image stagger-agent does not copy deploy\/stagger-agent-health/],
+    ["no agent image", (t) => t.replace("COPY --from=build /out/stagger-agent /usr/local/bin/stagger-agent", "COPY --from=build /out/stagger-agent /opt/agent"), /no image copies \/out\/stagger-agent/],
+    ["staggerd not the default target", (t) => `${t}\nFROM runtime AS debug\n`, /the last stage .* must be staggerd, got debug/],
+    ["root user (agent)", (t) => t.replace("USER 65532:65532", "USER root"), /image stagger-agent: USER must be a numeric non-root UID/],
+    ["root user (staggerd)", (t) => { const i = t.lastIndexOf("USER 65532:65532"); return `${t.slice(0, i)}USER 0${t.slice(i + 16)}`; }, /image staggerd: USER must be a numeric non-root UID, got 0/],
+    ["metrics port not exposed", (t) => t.replace("EXPOSE 50051 9464", "EXPOSE 50051"), /image staggerd: EXPOSE lacks 9464/],
+    ["agent metrics port not exposed", (t) => t.replace("EXPOSE 9465", "EXPOSE 9466"), /image stagger-agent: EXPOSE lacks 9465/],
+    ["shell-form ENTRYPOINT", (t) => t.replace('ENTRYPOINT ["/usr/local/bin/staggerd"]', "ENTRYPOINT staggerd"), /image staggerd: ENTRYPOINT must be the exec form/],
+    ["agent entrypoint without the umask", (t) => t.replace("umask 0007 && ", ""), /image stagger-agent: ENTRYPOINT must be the exec form/],
+    ["agent entrypoint without exec", (t) => t.replace("&& exec /usr/local/bin/stagger-agent", "&& /usr/local/bin/stagger-agent"), /image stagger-agent: ENTRYPOINT must be the exec form/],
   ];
+
   for (const [name, mutate, want] of mutants) {
     test(`rejects: ${name}`, () => {
       const broken = mutate(TEXT);
@@ -285,36 +422,54 @@ if (mode === "structure") {
   }
 }
 
+// Problems with running `program` (found on PATH here) in an image with
+// `packages`: its package, or a library it links, not in the image.
+function programErrors(program, packages) {
+  const r = spawnSync("sh", ["-c", `command -v ${program}`], { encoding: "utf8" });
+  const file = r.status === 0 ? fs.realpathSync(r.stdout.trim()) : null;
+  if (!file) return [`${program}: not found on this machine`];
+  const pkg = owners([file]).get(file);
+  const have = new Set([...closure(packages), ...baseImagePackages()]);
+  if (!pkg) return [`${program}: ${file} belongs to no package`];
+  if (!have.has(pkg)) return [`${program}: package ${pkg} is not in the image`];
+  return uncoveredLibs(file, packages).map((m) => `${program}: ${m}`);
+}
+
 if (mode === "runtime-libs") {
   const lib = (name) => path.join("/usr/lib/x86_64-linux-gnu", name);
+  const packagesOf = (image) => stagePackages(STAGES, IMAGES.get(image));
+  test("the Dockerfile makes the staggerd and stagger-agent images", () => {
+    assert.deepEqual([...IMAGES.keys()].sort(), ["stagger-agent", "staggerd"]);
+  });
   test("the checker accepts what the runtime packages provide", () => {
     // libprometheus-cpp-pull links civetweb, zlib, libstdc++, ...;
     // libgrpc++ links libgrpc, re2, c-ares, OpenSSL, Abseil, ...
     for (const f of ["libprometheus-cpp-pull.so.1.0", "libgrpc++.so.1.51"]) {
-      assert.deepEqual(uncoveredLibs(lib(f), runtimePackages), [], f);
+      assert.deepEqual(uncoveredLibs(lib(f), packagesOf("staggerd")), [], f);
     }
   });
   test("the checker rejects a library no runtime package provides", () => {
-    const without = runtimePackages.filter((p) => p !== "libprometheus-cpp-pull1.0" && p !== "libprometheus-cpp-core1.0");
+    const without = packagesOf("staggerd").filter((p) => p !== "libprometheus-cpp-pull1.0" && p !== "libprometheus-cpp-core1.0");
     const missing = uncoveredLibs(lib("libprometheus-cpp-pull.so.1.0"), without);
     assert.ok(missing.some((m) => /libprometheus-cpp-core/.test(m)), missing.join("; "));
-    // curl (installed by scripts/setup) links libcurl, which no runtime
-    // package brings.
-    assert.ok(uncoveredLibs("/usr/bin/curl", runtimePackages).some((m) => /libcurl\.so.*libcurl4/.test(m)));
+    // curl links libcurl, which staggerd's image does not bring.
+    assert.ok(uncoveredLibs("/usr/bin/curl", packagesOf("staggerd")).some((m) => /libcurl\.so.*libcurl4/.test(m)));
   });
-  const bin = process.argv[3];
-  if (bin && fs.existsSync(bin)) {
-    test(`every library ${path.basename(bin)} links is in the runtime image`, () => {
-      assert.deepEqual(uncoveredLibs(bin, runtimePackages), []);
-    });
-  } else {
-    // ctest SKIP_RETURN_CODE 77: the checks above ran and passed, but
-    // staggerd was not built. A failure keeps its own exit code.
-    process.on("exit", (code) => {
-      if (code === 0) {
-        console.log(`# staggerd not built (${bin || "no path given"}): its check skipped`);
-        process.exitCode = 77;
-      }
+  test("every program the agent's probe runs is in its image, with its libraries", () => {
+    for (const p of PROBE_PROGRAMS) assert.deepEqual(programErrors(p, packagesOf("stagger-agent")), [], p);
+    // ... and the check bites: staggerd's image has no curl.
+    assert.deepEqual(programErrors("curl", packagesOf("staggerd")), ["curl: package curl is not in the image"]);
+  });
+  // The built programs are this check's subject, by file name; each is
+  // checked against its image. A program not given fails (never skips),
+  // saying what to build.
+  const given = new Map(process.argv.slice(3).filter((f) => f).map((f) => [path.basename(f), f]));
+  for (const image of IMAGES.keys()) {
+    const bin = given.get(image);
+    test(`every library ${image} links is in its image`, () => {
+      assert.ok(bin, `no ${image} path given: node check_dockerfile.js runtime-libs STAGGERD STAGGER_AGENT`);
+      assert.ok(fs.existsSync(bin), `${bin}: no such file; build ${image} first (scripts/build)`);
+      assert.deepEqual(uncoveredLibs(bin, packagesOf(image)), []);
     });
   }
 }

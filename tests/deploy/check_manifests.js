@@ -1,7 +1,10 @@
 // deploy_manifests: renders deploy/k8s/base and every overlay under
 // deploy/k8s/overlays with `kubectl kustomize` (offline), validates every
 // object with kubernetes-models plus the unknown-field walk, and applies
-// the structural checks of lib/manifests.js. Needs tests/deploy/node_modules
+// the structural checks of lib/manifests.js (the coordinator) and
+// lib/agent_rules.js (stagger-agent; an agent's --coordinator must name a
+// Service of its own output or of overlays/agent, where the coordinators
+// the agent overlays point at are). Needs tests/deploy/node_modules
 // (scripts/setup) and kubectl; no cluster, no network.
 "use strict";
 
@@ -13,12 +16,16 @@ const m = require("./lib/manifests");
 const kinds = (docs) => docs.map((d) => d.kind).sort();
 const targets = [path.join(m.K8S, "base"), ...m.overlays()];
 const rendered = new Map();
+const services = (docs) => docs.filter((d) => d.kind === "Service");
+const AGENT_OVERLAY_SERVICES = services(m.kustomize(path.join(m.K8S, "overlays", "agent")));
 
 test("there are overlays, including the example and the operator one", () => {
   const names = m.overlays().map((p) => path.basename(p));
   assert.ok(names.includes("example"), names.join(","));
   assert.ok(names.includes("prometheus-operator"), names.join(","));
   assert.ok(names.includes("ha"), names.join(","));
+  assert.ok(names.includes("agent"), names.join(","));
+  assert.ok(names.includes("agent-sidecar"), names.join(","));
 });
 
 for (const dir of targets) {
@@ -34,7 +41,7 @@ for (const dir of targets) {
   });
   test(`${name}: structural checks`, () => {
     const docs = rendered.get(name) || m.kustomize(dir);
-    assert.deepEqual(m.structuralErrors(docs), []);
+    assert.deepEqual(m.structuralErrors(docs, { coordinatorServices: [...services(docs), ...AGENT_OVERLAY_SERVICES] }), []);
   });
 }
 
@@ -112,4 +119,46 @@ test("secure overlay: mutual TLS from a cert-manager Certificate, the policy in 
   const authz = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "staggerd-authz");
   const policy = JSON.parse(authz.data["authz-policy.json"]);
   assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "readers", "admins"]);
+});
+
+test("agent overlay: the ha overlay's coordinators + a DaemonSet of agents, in the namespace stagger", () => {
+  const ha = m.kustomize(path.join(m.K8S, "overlays", "ha"));
+  const docs = m.kustomize(path.join(m.K8S, "overlays", "agent"));
+  assert.deepEqual(kinds(docs), ["ConfigMap", "DaemonSet", "Namespace", "PodDisruptionBudget", "Service", "Service",
+    "ServiceAccount", "ServiceAccount", "StatefulSet"]);
+  for (const d of docs) {
+    if (d.kind !== "Namespace") assert.equal(d.metadata.namespace, "stagger", `${d.kind} ${d.metadata.name} namespace`);
+  }
+  // The coordinators are the ha overlay's, only namespaced and with the
+  // registry's image.
+  const sts = (ds) => structuredClone(ds.find((d) => d.kind === "StatefulSet"));
+  const a = sts(docs);
+  const b = sts(ha);
+  delete a.metadata.namespace;
+  assert.equal(a.spec.template.spec.containers[0].image, "registry.example.com/platform/staggerd:0.1.0");
+  a.spec.template.spec.containers[0].image = b.spec.template.spec.containers[0].image;
+  assert.deepEqual(a, b);
+  const ds = docs.find((d) => d.kind === "DaemonSet");
+  const c = ds.spec.template.spec.containers[0];
+  assert.equal(c.image, "registry.example.com/platform/stagger-agent:0.1.0");
+  assert.equal(ds.spec.template.spec.initContainers[0].image, c.image);
+  assert.ok(c.args.includes("--listen=unix:/run/stagger/agent.sock"), c.args.join(" "));
+  assert.ok(c.args.includes("--coordinator=dns:///stagger.stagger.svc:50051"), c.args.join(" "));
+  assert.equal(ds.spec.template.spec.volumes.find((v) => v.name === "socket").hostPath.path, "/run/stagger");
+  // Its fallback decides with the coordinators' own ConfigMap.
+  assert.ok(c.args.includes("--config=/etc/stagger/config.textproto"));
+  assert.equal(ds.spec.template.spec.volumes.find((v) => v.name === "config").configMap.name, "staggerd-config");
+});
+
+test("agent-sidecar overlay: a worker Deployment with the agent as a native sidecar, pointing at overlays/agent's coordinators", () => {
+  const docs = m.kustomize(path.join(m.K8S, "overlays", "agent-sidecar"));
+  assert.deepEqual(kinds(docs), ["Deployment", "Namespace", "ServiceAccount"]);
+  const pod = docs.find((d) => d.kind === "Deployment").spec.template.spec;
+  const agent = pod.initContainers.find((c) => c.name === "stagger-agent");
+  assert.equal(agent.restartPolicy, "Always");
+  assert.equal(agent.image, "registry.example.com/platform/stagger-agent:0.1.0");
+  const worker = pod.containers.find((c) => c.name === "worker");
+  assert.deepEqual(worker.env, [{ name: "STAGGER_TARGET", value: "unix:/run/stagger/agent.sock" }]);
+  // Without the coordinators' Services it names nothing that exists.
+  assert.match(m.structuralErrors(docs).join("\n"), /no Service stagger in namespace stagger/);
 });

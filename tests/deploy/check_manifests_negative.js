@@ -5,7 +5,8 @@
 // and in the Prometheus Operator CRDs (which kubernetes-models alone
 // accepts), schema type errors, and each structural rule. One case renders
 // a scratch overlay with a typo through kubectl kustomize end to end. The
-// ha overlay (StatefulSet) has its own cases, from its own rendering.
+// ha overlay (StatefulSet), the secure overlay and the agent overlays
+// (DaemonSet, sidecar) have their own cases, from their own renderings.
 "use strict";
 
 const test = require("node:test");
@@ -216,5 +217,108 @@ for (const [name, mutate, want] of secureCases) {
     const errors = allErrors(docs);
     if (!want) assert.deepEqual(errors, []);
     else assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
+  });
+}
+
+// The agent overlays: the DaemonSet (overlays/agent, with the ha
+// coordinators) and the sidecar (overlays/agent-sidecar, whose
+// --coordinator names overlays/agent's Service). Each rule broken once.
+const GOOD_AGENT = m.kustomize(path.join(m.K8S, "overlays", "agent"));
+const GOOD_SIDECAR = m.kustomize(path.join(m.K8S, "overlays", "agent-sidecar"));
+const COORDINATOR_SERVICES = GOOD_AGENT.filter((d) => d.kind === "Service");
+const ds = (docs) => find(docs, "DaemonSet");
+const dsPod = (docs) => ds(docs).spec.template.spec;
+const dsAgent = (docs) => dsPod(docs).containers[0];
+const socketDir = (docs) => dsPod(docs).initContainers[0];
+const volume = (pod, name) => pod.volumes.find((v) => v.name === name);
+const scPod = (docs) => dep(docs).spec.template.spec;
+const scAgent = (docs) => scPod(docs).initContainers.find((c) => c.name === "stagger-agent");
+const worker = (docs) => scPod(docs).containers.find((c) => c.name === "worker");
+const withoutArg = (c, flag) => { c.args = c.args.filter((a) => !a.startsWith(`${flag}=`)); };
+const setArg = (c, flag, value) => { c.args = c.args.map((a) => (a.startsWith(`${flag}=`) ? `${flag}=${value}` : a)); };
+const agentErrors = (docs) => [...m.schemaErrors(docs), ...m.structuralErrors(docs, { coordinatorServices: COORDINATOR_SERVICES })];
+
+test("control: the unmutated agent renderings pass", () => {
+  assert.deepEqual(agentErrors(structuredClone(GOOD_AGENT)), []);
+  assert.deepEqual(agentErrors(structuredClone(GOOD_SIDECAR)), []);
+});
+
+const agentCases = [
+  // --- what reaches the coordinators ---
+  ["--coordinator missing", (d) => withoutArg(dsAgent(d), "--coordinator"), /args lack --coordinator=/],
+  ["--coordinator names no Service", (d) => setArg(dsAgent(d), "--coordinator", "dns:///stagger-headless.stagger.svc:50051"), /no Service stagger-headless in namespace stagger/],
+  ["--coordinator in another namespace", (d) => setArg(dsAgent(d), "--coordinator", "dns:///stagger.default.svc:50051"), /no Service stagger in namespace default/],
+  ["dns:/// to the cluster-IP Service", (d) => setArg(dsAgent(d), "--coordinator", "dns:///staggerd.stagger.svc:50051"), /dns:\/\/\/ needs a headless Service/],
+  ["--coordinator on the metrics port", (d) => setArg(dsAgent(d), "--coordinator", "dns:///stagger.stagger.svc:9464"), /has no grpc port 9464/],
+  // --- the socket ---
+  ["socket folder not a hostPath", (d) => { volume(dsPod(d), "socket").hostPath = undefined; volume(dsPod(d), "socket").emptyDir = {}; }, /must be a hostPath volume/],
+  ["hostPath at another path", (d) => { volume(dsPod(d), "socket").hostPath.path = "/var/run/agent"; }, /must be mounted at the same path/],
+  ["hostPath of any type", (d) => { delete volume(dsPod(d), "socket").hostPath.type; }, /type must be DirectoryOrCreate or Directory/],
+  ["--listen on TCP", (d) => setArg(dsAgent(d), "--listen", "0.0.0.0:50052"), /--listen must be unix:\/path/],
+  ["socket outside the mounted folder", (d) => setArg(dsAgent(d), "--listen", "unix:/tmp/agent.sock"), /--listen \/tmp\/agent.sock: its folder is not a writable volume mount/],
+  ["socket folder mounted read-only", (d) => { dsAgent(d).volumeMounts[0].readOnly = true; }, /its folder is not a writable volume mount/],
+  ["no chown of the host folder", (d) => { dsPod(d).initContainers = []; }, /no init container chowns \/run\/stagger to the agent's 65532:65532/],
+  ["socket mode from a command override", (d) => { dsAgent(d).command = ["/usr/local/bin/stagger-agent"]; }, /command must not be set/],
+  ["surge update: two agents on one socket", (d) => { ds(d).spec.updateStrategy.rollingUpdate = { maxSurge: 1, maxUnavailable: 0 }; }, /maxSurge must be 0/],
+  ["OnDelete updates", (d) => { ds(d).spec.updateStrategy = { type: "OnDelete" }; }, /updateStrategy must be RollingUpdate/],
+  // --- probes ---
+  ["TCP probe on the metrics port", (d) => { dsAgent(d).livenessProbe = { tcpSocket: { port: 9465 } }; }, /livenessProbe must be exec \[\/usr\/local\/bin\/stagger-agent-health, \/run\/stagger\/agent.sock\]/],
+  ["probe on another socket", (d) => { dsAgent(d).readinessProbe.exec.command[1] = "/run/agent.sock"; }, /readinessProbe must be exec/],
+  ["probe timeout within the script's wait", (d) => { dsAgent(d).readinessProbe.timeoutSeconds = 1; }, /timeoutSeconds must exceed the probe's own 2 s wait/],
+  ["liveness kills a draining agent", (d) => { dsAgent(d).livenessProbe.periodSeconds = 2; dsAgent(d).livenessProbe.failureThreshold = 2; }, /livenessProbe would kill a draining agent/],
+  ["grace shorter than the drain", (d) => { dsPod(d).terminationGracePeriodSeconds = 5; }, /leaves no time to drain \(need >= --drain_timeout 5 \+ 5\)/],
+  // --- hardening and resources ---
+  ["agent runs as root", (d) => { dsAgent(d).securityContext.runAsUser = 0; }, /stagger-agent in DaemonSet stagger\/stagger-agent: runAsUser must be a non-zero UID/],
+  ["agent runAsNonRoot off", (d) => { dsAgent(d).securityContext.runAsNonRoot = false; }, /stagger-agent in .*runAsNonRoot must be true/],
+  ["agent root filesystem writable", (d) => { dsAgent(d).securityContext.readOnlyRootFilesystem = false; }, /stagger-agent in .*readOnlyRootFilesystem must be true/],
+  ["agent UID differs from its image", (d) => { dsAgent(d).securityContext.runAsUser = 1000; }, /runAsUser 1000 differs from deploy\/Dockerfile's USER 65532/],
+  ["root init container with more capabilities", (d) => { socketDir(d).securityContext.capabilities.add.push("SYS_ADMIN"); }, /init container socket-dir .*runs as root: capabilities.add may hold CHOWN and FOWNER only, got SYS_ADMIN/],
+  ["privileged root init container", (d) => { socketDir(d).securityContext.privileged = true; }, /runs as root: privileged must not be true/],
+  ["a second root init container", (d) => { const c = structuredClone(socketDir(d)); c.name = "tweak"; c.command = ["/bin/sh", "-c", "sysctl -w x=1"]; dsPod(d).initContainers.push(c); }, /init container tweak .*runs as root: only the socket folder's chown may/],
+  ["no memory limit", (d) => { delete dsAgent(d).resources.limits.memory; }, /stagger-agent in .*resources.limits.memory must be set/],
+  ["memory too small for the fallback's max_endpoints", (d) => { dsAgent(d).resources.limits.memory = "128Mi"; }, /memory limit 128Mi < 345Mi needed for max_endpoints 1000000/],
+  ["--config not mounted", (d) => setArg(dsAgent(d), "--config", "/etc/agent/config.textproto"), /--config \/etc\/agent\/config.textproto: not the config.textproto of a ConfigMap/],
+  ["staggerd's image for the agent", (d) => { dsAgent(d).image = "registry.example.com/platform/staggerd:0.1.0"; }, /is not the stagger-agent image/],
+  ["token mounted", (d) => { dsPod(d).automountServiceAccountToken = true; }, /stagger-agent in .*automountServiceAccountToken must be false/],
+  // --- metrics ---
+  ["metrics port not a container port", (d) => setArg(dsAgent(d), "--metrics_address", "0.0.0.0:9999"), /--metrics_address port 9999 must be a container port/],
+  ["scrape annotation on the coordinators' port", (d) => { ds(d).spec.template.metadata.annotations["prometheus.io/port"] = "9464"; }, /prometheus.io\/port must be "9465"/],
+  // --- workloads ---
+  ["a workload that runs neither", (d) => { dsAgent(d).name = "agent"; }, /DaemonSet stagger\/stagger-agent runs neither staggerd .* nor stagger-agent/],
+  ["misspelled DaemonSet field", (d) => { ds(d).spec.updateStrategy.rollingUpdate.maxSurg = 0; }, /DaemonSet .*unknown field \/spec\/updateStrategy\/rollingUpdate\/maxSurg$/],
+];
+for (const [name, mutate, want] of agentCases) {
+  test(`rejects (agent): ${name}`, () => {
+    const docs = structuredClone(GOOD_AGENT);
+    mutate(docs);
+    const errors = agentErrors(docs);
+    assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
+  });
+}
+
+const sidecarCases = [
+  ["an ordinary container, not a native sidecar", (d) => {
+    const a = scAgent(d);
+    scPod(d).initContainers = scPod(d).initContainers.filter((c) => c !== a);
+    delete a.restartPolicy;
+    scPod(d).containers.push(a);
+  }, /must be a native sidecar \(an initContainer with restartPolicy: Always\)/],
+  ["an init container that never ends", (d) => { delete scAgent(d).restartPolicy; }, /must be a native sidecar/],
+  ["no startup probe: the worker may start first", (d) => { delete scAgent(d).startupProbe; }, /needs startupProbe exec/],
+  ["socket folder on the host", (d) => { const v = volume(scPod(d), "stagger-socket"); delete v.emptyDir; v.hostPath = { path: "/run/stagger", type: "DirectoryOrCreate" }; }, /must be an emptyDir \(private to the pod\)/],
+  ["worker without the socket folder", (d) => { worker(d).volumeMounts = []; }, /no worker container mounts the socket folder/],
+  ["worker not in the socket's group", (d) => { delete scPod(d).securityContext.fsGroup; }, /container worker cannot connect to \/run\/stagger\/agent.sock \(srwxrwx--- 65532:65532\): give it group 65532/],
+  ["worker targets another socket", (d) => { worker(d).env[0].value = "unix:/var/run/stagger.sock"; }, /env STAGGER_TARGET=unix:\/var\/run\/stagger.sock is not the agent's --listen/],
+  ["--coordinator missing", (d) => withoutArg(scAgent(d), "--coordinator"), /args lack --coordinator=/],
+  ["--coordinator without its namespace", (d) => setArg(scAgent(d), "--coordinator", "dns:///stagger:50051"), /no Service stagger in namespace deliveries/],
+  ["agent runs as root", (d) => { scAgent(d).securityContext.runAsUser = 0; }, /stagger-agent in Deployment deliveries\/webhook-worker: runAsUser must be a non-zero UID/],
+  ["misspelled sidecar field", (d) => { scAgent(d).restartPolicyy = "Always"; }, /unknown field \/spec\/template\/spec\/initContainers\/0\/restartPolicyy$/],
+];
+for (const [name, mutate, want] of sidecarCases) {
+  test(`rejects (agent sidecar): ${name}`, () => {
+    const docs = structuredClone(GOOD_SIDECAR);
+    mutate(docs);
+    const errors = agentErrors(docs);
+    assert.ok(errors.some((e) => want.test(e)), `no error matching ${want}; got:\n  ${errors.join("\n  ") || "(none)"}`);
   });
 }

@@ -68,6 +68,7 @@ test("there are alerts for each required condition", () => {
     "StaggerBreakerOpenTooLong", "StaggerBudgetRefusalsHigh", "StaggerRetryAfterRising",
     "StaggerCoordinatorUnreachable", "StaggerClientFallbackSustained",
     "StaggerConfigReloadFailed", "StaggerdDown", "StaggerStateNotSaved",
+    "StaggerAgentLeaseStreamsDown", "StaggerAgentFallbackSustained",
   ]) assert.ok(names.includes(want), `missing alert ${want}`);
 });
 

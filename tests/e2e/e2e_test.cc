@@ -29,7 +29,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
-#include "tests/client/requests.h"
+#include "tests/testing/requests.h"
 #include "client/retry_loop.h"
 #include "client/wait.h"
 #include "gmock/gmock.h"
@@ -37,6 +37,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
+#include "tests/testing/make_client.h"
 #include "tests/testing/staggerd_process.h"
 
 #ifndef STAGGERD_PATH
@@ -52,16 +53,17 @@ namespace {
 using stagger::testing::AdmitOf;
 using stagger::testing::ReportOf;
 using client::ClientDecision;
-using client::ClientOptions;
 using client::CoordinatorClient;
 using client::DecisionSource;
 using engine::Outcome;
 using engine::Reason;
 using engine::Verdict;
+using stagger::testing::MakeClient;
 using stagger::testing::StaggerdProcess;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kCoordinatorDeadline = absl::Seconds(10);
+constexpr absl::Duration kRecheck = absl::Seconds(1);
 constexpr absl::Duration kSlack = absl::Seconds(2);  // slow, noisy machines
 // Embedded defaults (core/engine/engine_config.h) the tests rely on.
 constexpr absl::Duration kInitialJitter = absl::Milliseconds(50);
@@ -77,20 +79,6 @@ absl::StatusOr<std::unique_ptr<StaggerdProcess>> StartStaggerd(
   if (with_config) args.insert(args.end(), {"--config", E2E_CONFIG});
   return StaggerdProcess::Start(STAGGERD_PATH, std::move(args),
                                 /*timeout=*/absl::Seconds(30));
-}
-
-std::unique_ptr<CoordinatorClient> MakeClient(
-    const std::string& target, absl::Duration deadline = kCoordinatorDeadline,
-    absl::Duration recheck = absl::Seconds(1)) {
-  ClientOptions o;
-  o.target = target;
-  o.call_deadline = deadline;
-  o.recheck_interval = recheck;
-  auto c = CoordinatorClient::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->WaitForCoordinator(absl::Seconds(30)));
-  return *std::move(c);
 }
 
 // Runs fn(0..n-1) on n threads and joins them.
@@ -130,7 +118,7 @@ class E2ETest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr) << (start_error_ ? *start_error_ : "");
-    client_ = MakeClient(server_->target());
+    client_ = MakeClient(server_->target(), kCoordinatorDeadline, kRecheck);
     ASSERT_NE(client_, nullptr);
     stub_ = v1::RetryCoordinator::NewStub(grpc::CreateChannel(
         server_->target(), grpc::InsecureChannelCredentials()));
@@ -345,7 +333,7 @@ TEST_F(E2ETest, RetryAfterFromOneWorkerHoldsEveryWorker) {
 
   // Worker A is rate limited with "Retry-After: 2". Its own retry waits at
   // least that long.
-  auto a = MakeClient(server_->target());
+  auto a = MakeClient(server_->target(), kCoordinatorDeadline, kRecheck);
   ASSERT_NE(a, nullptr);
   ASSERT_TRUE(a->Admit(AdmitOf(key, 1)).ok());
   const absl::Time sent = absl::Now();  // before the server saw the report
@@ -365,7 +353,7 @@ TEST_F(E2ETest, RetryAfterFromOneWorkerHoldsEveryWorker) {
   absl::Mutex mu;
   std::vector<absl::Time> retry_at;
   RunThreads(kWorkers, [&](int w) {
-    auto c = MakeClient(server_->target());
+    auto c = MakeClient(server_->target(), kCoordinatorDeadline, kRecheck);
     ASSERT_NE(c, nullptr);
     const std::string delivery = absl::StrCat("worker ", w);
     ASSERT_TRUE(c->Admit(AdmitOf(key, 1)).ok()) << delivery;  // first attempts go
@@ -513,7 +501,7 @@ TEST_F(E2ETest, RetryLoopDeliversThroughStaggerd) {
 TEST(StaggerdLifecycleTest, SigtermDrainsAndExitsZero) {
   auto server = StartStaggerd(0, /*with_config=*/false);  // embedded defaults
   ASSERT_TRUE(server.ok()) << server.status();
-  auto c = MakeClient((*server)->target());
+  auto c = MakeClient((*server)->target(), kCoordinatorDeadline, kRecheck);
   ASSERT_NE(c, nullptr);
   RunThreads(2, [&](int t) {
     for (int i = 0; i < 10; ++i) {

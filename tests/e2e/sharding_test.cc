@@ -1,5 +1,5 @@
 // Sharding over three real staggerd replicas on loopback, through the
-// client library (issue 11, parts 1, 2 and the first three tests of 5).
+// client library.
 //
 //   * 10,000 keys spread within +-10% per replica; every one lands on its
 //     owner and no replica counts a misrouted request; a batch is split by
@@ -20,8 +20,8 @@
 //     and every call still lands on its (new) owner.
 // Replicas are named stagger-0..2 (--replicas / --replica_name) and the
 // client is given "stagger-i=127.0.0.1:PORT,...". Every wait polls with a
-// generous deadline; the figures printed ("[figures] ...") are for the
-// README, not asserted beyond the bounds above.
+// generous deadline; the figures printed ("[figures] ...") are for
+// docs/REPLICAS.md, not asserted beyond the bounds above.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -43,7 +43,7 @@
 #include "gtest/gtest.h"
 #include "core/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
-#include "tests/client/requests.h"
+#include "tests/testing/requests.h"
 #include "tests/testing/blackbox_util.h"
 #include "tests/testing/staggerd_process.h"
 

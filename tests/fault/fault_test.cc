@@ -15,7 +15,9 @@
 //                    percentiles while stalled.
 //   IdleConnections  1000 idle HTTP/2 connections held open: each is
 //                    accepted (the server's SETTINGS arrives) and a normal
-//                    client is served meanwhile.
+//                    client is served meanwhile. The test raises its own
+//                    RLIMIT_NOFILE (up to the hard limit) and fails, saying
+//                    what it needs, if the hard limit is too low.
 //
 // Robust on a slow, shared machine: bounds are deadline + 2 s, counts, and
 // polls with long timeouts; nothing asserts speed. Each test starts its own
@@ -39,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -46,6 +49,7 @@
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
 #include "gtest/gtest.h"
+#include "tests/testing/make_client.h"
 #include "tests/testing/staggerd_process.h"
 
 #ifndef STAGGERD_PATH
@@ -60,6 +64,7 @@ using client::CoordinatorClient;
 using client::DecisionSource;
 using engine::Outcome;
 using engine::Verdict;
+using testing::MakeClient;
 using testing::StaggerdProcess;
 
 constexpr absl::Duration kSlack = absl::Seconds(2);  // slow, noisy machines
@@ -70,20 +75,6 @@ absl::StatusOr<std::unique_ptr<StaggerdProcess>> StartStaggerd(int port = 0) {
       STAGGERD_PATH,
       {absl::StrCat("--address=127.0.0.1:", port), "--metrics_address="},
       absl::Seconds(30));
-}
-
-std::unique_ptr<CoordinatorClient> MakeClient(const std::string& target,
-                                              absl::Duration deadline,
-                                              absl::Duration recheck) {
-  client::ClientOptions o;
-  o.target = target;
-  o.call_deadline = deadline;
-  o.recheck_interval = recheck;
-  auto c = CoordinatorClient::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->WaitForCoordinator(absl::Seconds(30)));
-  return *std::move(c);
 }
 
 // One client call as the worker saw it.
@@ -358,18 +349,42 @@ bool ServerAnswered(int fd, absl::Duration timeout) {
   return recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0;
 }
 
+// Raises this process's soft RLIMIT_NOFILE to `want` open files, or as
+// close to it as the hard limit allows (never lowers it); a staggerd started
+// afterwards inherits the limit. An error saying what is needed if even the
+// hard limit is below `need`: the test fails then, it never skips.
+absl::Status RaiseOpenFileLimit(rlim_t need, rlim_t want) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) {
+    return absl::InternalError(
+        absl::StrCat("getrlimit(RLIMIT_NOFILE): ", std::strerror(errno)));
+  }
+  if (files.rlim_cur < want) {
+    files.rlim_cur = std::min(files.rlim_max, want);
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      return absl::InternalError(
+          absl::StrCat("setrlimit(RLIMIT_NOFILE, ", files.rlim_cur,
+                       "): ", std::strerror(errno)));
+    }
+  }
+  if (files.rlim_cur < need) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "RLIMIT_NOFILE: this test needs at least ", need,
+        " open files per process, and the hard limit is ", files.rlim_max,
+        ". Raise the hard limit to ", want, " or more for the test run "
+        "(as root: ulimit -Hn ", want, "; systemd: LimitNOFILE=", want,
+        "; docker run --ulimit nofile=", want, ":", want, ")"));
+  }
+  return absl::OkStatus();
+}
+
 TEST(FaultTest, ThousandIdleConnectionsDoNotStopOthers) {
   constexpr int kIdle = 1000;
-  rlimit files{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
-  if (files.rlim_cur < 2 * kIdle + 200) {
-    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 2 * kIdle + 200);
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &files), 0);
-  }
-  if (files.rlim_cur < kIdle + 200) {
-    GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << files.rlim_max
-                 << " is too low for " << kIdle << " connections";
-  }
+  // This process holds kIdle client sockets, and the staggerd it starts
+  // (which inherits the limit) kIdle server sockets, each beside ~200 of
+  // its own descriptors.
+  const absl::Status files = RaiseOpenFileLimit(kIdle + 200, 2 * kIdle + 200);
+  ASSERT_TRUE(files.ok()) << files.message();
   auto server = StartStaggerd();
   ASSERT_TRUE(server.ok()) << server.status();
 

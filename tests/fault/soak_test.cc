@@ -37,7 +37,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
-#include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
 #include "tests/testing/staggerd_process.h"
 
 #ifndef STAGGERD_PATH
@@ -75,12 +75,6 @@ std::string Config(int generation) {
       "  max_endpoints: ", odd ? 1500 : 2000, "\n",
       "  idle_eviction { seconds: 1 }\n",
       "}\n");
-}
-
-bool WriteAtomically(const testing::ScratchDir& dir, const std::string& text) {
-  const std::string tmp = dir / "config.textproto.tmp";
-  return testing::WriteFile(tmp, text) &&
-         std::rename(tmp.c_str(), (dir / "config.textproto").c_str()) == 0;
 }
 
 // VmRSS of `pid`, bytes; 0 if unreadable.
@@ -229,12 +223,13 @@ TEST(SoakTest, MixedLoadReloadsAndChurnStayFlat) {
   const absl::Duration duration = SoakDuration();
   testing::ScratchDir dir;
   ASSERT_TRUE(dir.ok());
+  const std::string config = dir / "config.textproto";
   int generation = 0;
-  ASSERT_TRUE(WriteAtomically(dir, Config(generation)));
+  ASSERT_TRUE(testing::ReplaceFile(config, Config(generation)));
   auto server = StaggerdProcess::Start(
       STAGGERD_PATH,
       {"--address=127.0.0.1:0", "--metrics_address=",
-       "--config=" + (dir / "config.textproto"), "--config_poll_interval=200ms"},
+       "--config=" + config, "--config_poll_interval=200ms"},
       absl::Seconds(30));
   ASSERT_TRUE(server.ok()) << server.status();
   const pid_t pid = (*server)->pid();
@@ -257,7 +252,7 @@ TEST(SoakTest, MixedLoadReloadsAndChurnStayFlat) {
     absl::SleepFor(absl::Seconds(1));
     rss.emplace_back(absl::Now() - start, RssBytes(pid));
     if (absl::Now() >= next_reload) {
-      ASSERT_TRUE(WriteAtomically(dir, Config(++generation)));
+      ASSERT_TRUE(testing::ReplaceFile(config, Config(++generation)));
       next_reload += absl::Seconds(3);
     }
   }

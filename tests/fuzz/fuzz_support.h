@@ -8,7 +8,8 @@
 //                               so every input is a complete program.
 //   DecisionBounds              what every engine decision must satisfy,
 //                               from the configurations in force:
-//                                 verdict/reason pairs as README's table;
+//                                 verdict/reason pairs as docs/API.md's
+//                                   verdict table;
 //                                 PROCEED: 0 <= delay <= the largest of the
 //                                   policies' cap, initial_jitter and
 //                                   retry_after_max + deferral.spread (over
@@ -110,18 +111,18 @@ class ByteReader {
   size_t left_;
 };
 
-// README's verdict table.
+// docs/API.md's verdict table.
 inline bool ValidPair(engine::Verdict v, engine::Reason r) {
   using R = engine::Reason;
   switch (v) {
     case engine::Verdict::kProceed:
       return r == R::kInitialJitter || r == R::kBackoff ||
              r == R::kRetryAfter || r == R::kHalfOpenProbe ||
-             r == R::kAdmitted || r == R::kLastChance;
+             r == R::kAdmitted || r == R::kLastChance || r == R::kReleased;
     case engine::Verdict::kDefer:
       return r == R::kCircuitOpen || r == R::kHalfOpenBusy ||
              r == R::kRetryAfterWindow || r == R::kBudgetExhausted ||
-             r == R::kPaced;
+             r == R::kPaced || r == R::kPaused;
     case engine::Verdict::kGiveUp:
       return r == R::kNotRetryable || r == R::kAttemptsExhausted ||
              r == R::kDeadline;

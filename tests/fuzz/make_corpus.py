@@ -162,9 +162,30 @@ def sync():
           + record(1, 0, up('counts { seq: 3 endpoints { endpoint: "" } }')))
 
 
+def status_query():
+    # [mode] raw query; mode 0: filter/page_size/page_token, 1: key.
+    seeds = {
+        "endpoints_default": (0, b""),
+        "endpoints_page": (0, b"filter=all&page_size=20&page_token=6b2f31"),
+        "endpoints_bad_size": (0, b"page_size=5000"),
+        "endpoints_repeated": (0, b"page_size=1&page_size=2"),
+        "endpoints_unknown": (0, b"bogus=1&&filter=not_clear"),
+        "key_html": (1, b"key=orders%2F%3Cb%3Eopen%3C%2Fb%3E+%26+%22q%22"),
+        "key_utf8": (1, b"key=%C3%A9%E2%82%AC%F0%9F%98%80"),
+        "key_bad_escape": (1, b"key=%zz%4"),
+        "key_overlong": (1, b"key=%C0%AF"),
+        "key_control": (1, b"key=a%00b%0A"),
+        "key_no_equals": (1, b"key"),
+        "key_raw_high": (1, b"key=\xff\xfe"),
+    }
+    for name, (mode, raw) in seeds.items():
+        write("status_query", name, bytes([mode]) + raw)
+
+
 if __name__ == "__main__":
     config_loader()
     service()
     engine_ops()
     retry_after()
     sync()
+    status_query()

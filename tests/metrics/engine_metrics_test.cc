@@ -15,8 +15,9 @@
 #include "core/engine/random.h"
 #include "core/metrics/metrics_exposer.h"
 #include "server/metrics/server_metrics.h"
-#include "tests/metrics/http_get.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/prom_text.h"
+#include "tests/testing/engine_calls.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::metrics {
@@ -48,23 +49,16 @@ class EngineMetricsTest : public ::testing::Test {
   }
 
   engine::Decision Admit(const std::string& ep, int attempt) {
-    engine::AdmitInput in;
-    in.endpoint = ep;
-    in.attempt = attempt;
-    auto d = engine_.Admit(in);
-    EXPECT_TRUE(d.ok()) << d.status();
-    metrics_.RecordDecision(Call::kAdmit, *d);
-    return *d;
+    const engine::Decision d =
+        stagger::testing::AdmitOk(engine_, ep, attempt);
+    metrics_.RecordDecision(Call::kAdmit, d);
+    return d;
   }
   engine::Decision Report(const std::string& ep, int attempt, Outcome o) {
-    engine::ReportInput in;
-    in.endpoint = ep;
-    in.attempt = attempt;
-    in.outcome = o;
-    auto d = engine_.Report(in);
-    EXPECT_TRUE(d.ok()) << d.status();
-    metrics_.RecordDecision(Call::kReport, *d);
-    return *d;
+    const engine::Decision d =
+        stagger::testing::ReportOk(engine_, ep, attempt, o);
+    metrics_.RecordDecision(Call::kReport, d);
+    return d;
   }
   PromText Scrape() {
     metrics_.RefreshEngineStats();

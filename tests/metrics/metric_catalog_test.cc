@@ -1,15 +1,15 @@
 // The metric catalog is the one source: its own rules hold; what
 // ServerMetrics, SecurityMetrics and ClientMetrics register is exactly the
 // catalog's entries for each (names, types, help, label names, every label
-// value, nothing else); and README's metric table lists every catalog
-// metric, in catalog order, with the same type, labels and label values,
-// and nothing else. Mutations prove each check bites. The deploy rules and
+// value, nothing else); and the metric table of docs/OBSERVABILITY.md lists
+// every catalog metric, in catalog order, with the same type, labels, label
+// values and histogram buckets, and nothing else. Mutations prove each
+// check bites. The deploy rules and
 // dashboard are held to the catalog by tests/deploy, staggerd's live page
 // by metrics.live_scrape (both through stagger-metric-catalog's JSON).
 #include "core/metrics/metric_catalog.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -30,6 +30,7 @@
 #include "core/metrics/metric_registration.h"
 #include "server/metrics/server_metrics.h"
 #include "server/security/security_metrics.h"
+#include "tests/testing/files.h"
 
 namespace stagger::metrics {
 namespace {
@@ -265,12 +266,12 @@ TEST(MetricCatalogDeathTest, CatalogLabelsRefusesValuesOutsideTheSet) {
                "stagger_decisions_total: has not exactly one label");
 }
 
-// ---- README's metric table ---------------------------------------------
+// ---- docs/OBSERVABILITY.md's metric table -------------------------------
 
-struct ReadmeRow {
+struct DocRow {
   std::string name;
   std::string type;
-  // label name -> values as written ("2..K" kept as is), in README order.
+  // label name -> values as written ("2..K" kept as is), in table order.
   std::vector<std::pair<std::string, std::vector<std::string>>> labels;
   std::string meaning;
 };
@@ -291,9 +292,9 @@ std::vector<std::string> TableCells(const std::string& line) {
   return cells;
 }
 
-ReadmeRow ParseRow(const std::vector<std::string>& cells) {
+DocRow ParseRow(const std::vector<std::string>& cells) {
   static const std::regex label_re("`([a-z_]+)`(?: = ([^,]*))?");
-  ReadmeRow row{std::string(absl::StripSuffix(
+  DocRow row{std::string(absl::StripSuffix(
                     absl::StripPrefix(cells[0], "`"), "`")),
                 cells[1],
                 {},
@@ -313,9 +314,9 @@ ReadmeRow ParseRow(const std::vector<std::string>& cells) {
 }
 
 // Rows of the table whose header is "| Metric | Type | Labels | Meaning |",
-// in README order.
-std::vector<ReadmeRow> ReadmeMetricTable(const std::string& text) {
-  std::vector<ReadmeRow> rows;
+// in table order.
+std::vector<DocRow> DocMetricTable(const std::string& text) {
+  std::vector<DocRow> rows;
   std::istringstream in(text);
   std::string line;
   bool in_table = false;
@@ -332,13 +333,13 @@ std::vector<ReadmeRow> ReadmeMetricTable(const std::string& text) {
   return rows;
 }
 
-// README's values for a label equal the catalog's set; "N..K" stands for
+// The table's values for a label equal the catalog's set; "N..K" stands for
 // every numeric catalog value >= N.
-bool SameValues(const std::vector<std::string>& readme, LabelSet set) {
+bool SameValues(const std::vector<std::string>& written, LabelSet set) {
   std::set<std::string> want = ValueSet(set), got;
   const std::regex range("([0-9]+)\\.\\.K");
   const std::regex number("[0-9]+");
-  for (const std::string& v : readme) {
+  for (const std::string& v : written) {
     std::smatch m;
     if (!std::regex_match(v, m, range)) {
       got.insert(v);
@@ -363,7 +364,7 @@ const std::vector<double>* BucketsOf(MetricId id) {
   }
 }
 
-// A bound as README writes it: "10 µs", "1 ms", "60 s" for a _seconds
+// A bound as the table writes it: "10 µs", "1 ms", "60 s" for a _seconds
 // metric, the plain number otherwise.
 std::string BoundText(double v, bool seconds) {
   if (!seconds) return absl::StrCat(v);
@@ -372,8 +373,8 @@ std::string BoundText(double v, bool seconds) {
   return absl::StrCat(v, " s");
 }
 
-// README's row of a histogram says "buckets FIRST .. LAST".
-void BucketsVsRow(const ReadmeRow& row, const MetricSpec& m,
+// The table's row of a histogram says "buckets FIRST .. LAST".
+void BucketsVsRow(const DocRow& row, const MetricSpec& m,
                   std::vector<std::string>& errors) {
   const std::string name(m.name);
   const std::vector<double>* b = BucketsOf(m.id);
@@ -386,51 +387,51 @@ void BucketsVsRow(const ReadmeRow& row, const MetricSpec& m,
   const std::string want = absl::StrCat("buckets ", BoundText(b->front(), seconds),
                                         " .. ", BoundText(b->back(), seconds));
   if (!absl::StrContains(absl::AsciiStrToLower(row.meaning), want)) {
-    errors.push_back(name + ": README does not say \"" + want + "\"");
+    errors.push_back(name + ": the table does not say \"" + want + "\"");
   }
 }
 
-void RowVsSpec(const ReadmeRow& row, const MetricSpec& m,
+void RowVsSpec(const DocRow& row, const MetricSpec& m,
                std::vector<std::string>& errors) {
   const std::string name(m.name);
   if (row.type != MetricTypeName(m.type)) {
-    errors.push_back(name + ": README says " + row.type);
+    errors.push_back(name + ": the table says " + row.type);
   }
   if (m.type == MetricType::kHistogram) BucketsVsRow(row, m, errors);
   if (static_cast<int>(row.labels.size()) != m.num_labels) {
-    errors.push_back(name + ": README lists another number of labels");
+    errors.push_back(name + ": the table lists another number of labels");
     return;
   }
   for (int i = 0; i < m.num_labels; ++i) {
     const auto& [label, values] = row.labels[i];
     if (label != m.labels[i].name) {
-      errors.push_back(name + ": README label " + label + " is not " +
+      errors.push_back(name + ": the table's label " + label + " is not " +
                        std::string(m.labels[i].name));
     } else if (!SameValues(values, m.labels[i].values)) {
-      errors.push_back(name + ": README's values of " + label +
+      errors.push_back(name + ": the table's values of " + label +
                        " differ from the catalog's");
     }
   }
 }
 
-std::vector<std::string> ReadmeVsCatalog(const std::string& readme) {
+std::vector<std::string> DocTableVsCatalog(const std::string& doc) {
   std::vector<std::string> errors;
-  const std::vector<ReadmeRow> rows = ReadmeMetricTable(readme);
-  if (rows.empty()) errors.push_back("no metric table found in README");
-  std::map<std::string, const ReadmeRow*> by_name;
-  std::vector<std::string> readme_order;
-  for (const ReadmeRow& row : rows) {
+  const std::vector<DocRow> rows = DocMetricTable(doc);
+  if (rows.empty()) errors.push_back("no metric table found in the document");
+  std::map<std::string, const DocRow*> by_name;
+  std::vector<std::string> doc_order;
+  for (const DocRow& row : rows) {
     if (!by_name.emplace(row.name, &row).second) {
-      errors.push_back(row.name + ": two rows in README's table");
+      errors.push_back(row.name + ": two rows in the table");
     }
-    readme_order.push_back(row.name);
+    doc_order.push_back(row.name);
   }
   std::vector<std::string> catalog_order;
   for (const MetricSpec& m : kMetricCatalog) {
     const std::string name(m.name);
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      errors.push_back(name + ": no row in README's metric table");
+      errors.push_back(name + ": no row in the metric table");
       continue;
     }
     RowVsSpec(*it->second, m, errors);
@@ -438,82 +439,79 @@ std::vector<std::string> ReadmeVsCatalog(const std::string& readme) {
     catalog_order.push_back(name);
   }
   for (const auto& [name, row] : by_name) {
-    errors.push_back(name + ": in README's table but not in the catalog");
+    errors.push_back(name + ": in the table but not in the catalog");
   }
-  readme_order.erase(std::remove_if(readme_order.begin(), readme_order.end(),
-                                    [&](const std::string& n) {
-                                      return by_name.count(n) > 0;
-                                    }),
-                     readme_order.end());
-  if (readme_order != catalog_order) {
-    errors.push_back("README's rows are not in catalog order");
+  doc_order.erase(std::remove_if(doc_order.begin(), doc_order.end(),
+                                 [&](const std::string& n) {
+                                   return by_name.count(n) > 0;
+                                 }),
+                  doc_order.end());
+  if (doc_order != catalog_order) {
+    errors.push_back("the table's rows are not in catalog order");
   }
   return errors;
 }
 
-std::string ReadReadme() {
-  std::ifstream f(STAGGER_README);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+std::string ReadObservabilityDoc() {
+  return stagger::testing::ReadFile(STAGGER_OBSERVABILITY_DOC);
 }
 
-TEST(MetricCatalog, ReadmeTableListsEveryCatalogMetricInOrderAndNothingElse) {
-  const std::string readme = ReadReadme();
-  ASSERT_FALSE(readme.empty()) << STAGGER_README;
-  EXPECT_THAT(ReadmeVsCatalog(readme), IsEmpty());
+TEST(MetricCatalog, DocTableListsEveryCatalogMetricInOrderAndNothingElse) {
+  const std::string doc = ReadObservabilityDoc();
+  ASSERT_FALSE(doc.empty()) << STAGGER_OBSERVABILITY_DOC;
+  EXPECT_THAT(DocTableVsCatalog(doc), IsEmpty());
 }
 
-// README's count of the pre-created decision series is the catalog's.
-TEST(MetricCatalog, ReadmeCountsTheDecisionSeries) {
+// The document's count of the pre-created decision series is the catalog's.
+TEST(MetricCatalog, DocCountsTheDecisionSeries) {
   size_t n = 1;
   const MetricSpec& m = Metric(MetricId::kDecisions);
   for (int i = 0; i < m.num_labels; ++i) {
     n *= LabelValues(m.labels[i].values).size();
   }
-  EXPECT_THAT(ReadReadme(),
+  EXPECT_THAT(ReadObservabilityDoc(),
               HasSubstr("All " + std::to_string(n) + " combinations are "
                         "pre-created"));
 }
 
-// The README check bites: a renamed metric, a wrong type, a missing label
+// The document check bites: a renamed metric, a wrong type, a missing label
 // value, a wrong range, wrong histogram buckets, an extra row and rows out of order are reported.
-TEST(MetricCatalog, ReadmeCheckCatchesDrift) {
-  const std::string readme = ReadReadme();
+TEST(MetricCatalog, DocCheckCatchesDrift) {
+  const std::string doc = ReadObservabilityDoc();
   auto mutate = [&](const std::string& from, const std::string& to) {
-    std::string s = readme;
+    std::string s = doc;
     const size_t at = s.find(from);
     EXPECT_NE(at, std::string::npos) << from;
     if (at != std::string::npos) s.replace(at, from.size(), to);
-    return ReadmeVsCatalog(s);
+    return DocTableVsCatalog(s);
   };
   EXPECT_THAT(mutate("| `stagger_pace_cuts_total` |", "| `stagger_pace_cut_total` |"),
               ::testing::AllOf(
                   Contains(HasSubstr("stagger_pace_cuts_total: no row")),
-                  Contains(HasSubstr("stagger_pace_cut_total: in README's "
+                  Contains(HasSubstr("stagger_pace_cut_total: in the "
                                      "table but not in the catalog"))));
   EXPECT_THAT(mutate("| `stagger_endpoints_tracked` | gauge |",
                      "| `stagger_endpoints_tracked` | counter |"),
-              Contains(HasSubstr("README says counter")));
+              Contains(HasSubstr("the table says counter")));
   EXPECT_THAT(mutate("\\|PAUSED\\|RELEASED |", "\\|PAUSED |"),
               Contains(HasSubstr("values of reason differ")));
   EXPECT_THAT(mutate("`attempt` = 2..K\\|overflow", "`attempt` = 3..K\\|overflow"),
               Contains(HasSubstr("values of attempt differ")));
   EXPECT_THAT(mutate("buckets 10 µs .. 1 s", "buckets 10 µs .. 2 s"),
-              Contains(HasSubstr("stagger_rpc_duration_seconds: README does "
-                                 "not say \"buckets 10 µs .. 1 s\"")));
+              Contains(HasSubstr("stagger_rpc_duration_seconds: the table "
+                                 "does not say \"buckets 10 µs .. 1 s\"")));
   EXPECT_THAT(mutate("\\|force_breaker |", " |"),
               Contains(HasSubstr("values of action differ")));
   EXPECT_THAT(mutate("| `stagger_client_coordinator_up` | gauge | |",
                      "| `stagger_client_coordinator_up` | gauge | `code` |"),
               Contains(HasSubstr("another number of labels")));
-  const size_t row = readme.find("| `stagger_misrouted_requests_total` |");
+  const size_t row = doc.find("| `stagger_misrouted_requests_total` |");
   ASSERT_NE(row, std::string::npos);
-  std::string moved = readme;
+  std::string moved = doc;
   const std::string line = moved.substr(row, moved.find('\n', row) - row + 1);
   moved.erase(row, line.size());
   moved.insert(moved.find("| `stagger_retry_after_total` |"), line);
-  EXPECT_THAT(ReadmeVsCatalog(moved),
+  EXPECT_THAT(DocTableVsCatalog(moved),
               Contains(HasSubstr("not in catalog order")));
 }
 

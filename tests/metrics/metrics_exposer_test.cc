@@ -17,8 +17,8 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "server/metrics/server_metrics.h"
-#include "tests/metrics/http_get.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/prom_text.h"
 
 namespace stagger::metrics {
 namespace {

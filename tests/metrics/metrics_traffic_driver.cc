@@ -34,7 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
-#include "tests/client/requests.h"
+#include "tests/testing/requests.h"
 #include "grpcpp/grpcpp.h"
 #include "core/engine/decision.h"
 #include "stagger/v1/coordinator.grpc.pb.h"

@@ -18,7 +18,7 @@
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "core/engine/decision.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/prom_text.h"
 
 namespace stagger::metrics {
 namespace {
@@ -551,6 +551,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"method", kMethods},
       {"result", {"success", "failure"}},
       {"attempt", Attempts(20)},
+      {"direction", {"in", "out"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(

@@ -4,8 +4,11 @@
 Snippets of C++ with known function lengths, including the constructs that
 could fool a brace counter (braces in comments, strings, raw strings and
 character literals, initializer lists with braces, nested classes after an
-access specifier, data initializers, lambdas), and one run of the script
-itself on a file with a 61-line function (exit 1) and a 60-line one (0).
+access specifier, data initializers, lambdas); runs of the script itself
+on a file with a 61-line function (exit 1) and a 60-line one (0), with an
+exclusion that is needed (0) and one that is stale (1), and on a path that
+does not exist (2); and the default scope: core/, server/, client/, bench/,
+agent/ when it exists, an error when a required folder is missing.
 """
 import importlib.machinery
 import importlib.util
@@ -101,6 +104,58 @@ class FunctionLengthTest(unittest.TestCase):
             r = subprocess.run([SCRIPT, '--exclude', bad, bad],
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout)
+            # Excluded by the end of its path, as tests/scripts does.
+            r = subprocess.run([SCRIPT, '--exclude', 'bad.cc', d],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout)
+
+    def test_a_stale_exclusion_fails(self):
+        with tempfile.TemporaryDirectory() as d:
+            ok = os.path.join(d, 'ok.cc')
+            with open(ok, 'w') as f:
+                f.write(body(60))
+            for gone in ('ok.cc', 'renamed.cc'):  # within the limit; absent
+                r = subprocess.run([SCRIPT, '--exclude', gone, d],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 1, r.stdout)
+                self.assertIn(f'{gone}: stale --exclude', r.stdout)
+
+    def test_a_path_that_does_not_exist_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([SCRIPT, os.path.join(d, 'nope')],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn('no such file or folder', r.stderr)
+
+
+class DefaultScopeTest(unittest.TestCase):
+    def make(self, d, folders):
+        for f in folders:
+            os.makedirs(os.path.join(d, f))
+
+    def names(self, roots):
+        return [os.path.basename(r) for r in roots]
+
+    def test_the_repositorys_code_is_in_scope(self):
+        self.assertEqual(self.names(fl.default_roots()),
+                         ['core', 'server', 'client', 'bench'] +
+                         (['agent'] if os.path.isdir(
+                             os.path.join(ROOT, 'agent')) else []))
+
+    def test_agent_is_in_scope_when_it_exists(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.make(d, ['core', 'server', 'client', 'bench'])
+            self.assertEqual(self.names(fl.default_roots(d)),
+                             ['core', 'server', 'client', 'bench'])
+            self.make(d, ['agent'])
+            self.assertEqual(self.names(fl.default_roots(d)),
+                             ['core', 'server', 'client', 'bench', 'agent'])
+
+    def test_a_missing_required_folder_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.make(d, ['core', 'server', 'bench'])
+            with self.assertRaisesRegex(FileNotFoundError, 'client'):
+                fl.default_roots(d)
 
 
 if __name__ == '__main__':

@@ -4,13 +4,12 @@
 // deny before allow, default deny, and every refusal naming its field.
 #include "server/security/authz_policy.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 
 namespace stagger::security {
 namespace {
@@ -232,14 +231,12 @@ TEST(AuthzParseTest, HeaderKeysAreLowerCased) {
   EXPECT_EQ(p.allow_rules[0].headers[0].key, "x-team");
 }
 
-// Every policy the project ships parses, and gives each role what the
-// README says it gets.
+// Every policy the project ships parses, and gives each role what
+// docs/SECURITY.md says it gets.
 TEST(AuthzParseTest, ShippedExamplePolicy) {
-  std::ifstream in(SHIPPED_POLICY);
-  ASSERT_TRUE(in) << SHIPPED_POLICY;
-  std::stringstream s;
-  s << in.rdbuf();
-  const AuthzPolicy policy = MustParse(s.str());
+  const std::string text = stagger::testing::ReadFile(SHIPPED_POLICY);
+  ASSERT_FALSE(text.empty()) << SHIPPED_POLICY << ": unreadable or empty";
+  const AuthzPolicy policy = MustParse(text);
   auto allowed = [&](AuthzPeer peer, const char* path) {
     AuthzRequest r;
     r.peer = std::move(peer);

@@ -25,8 +25,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,7 +37,7 @@
 #include "absl/strings/str_join.h"
 #include "client/coordinator_client.h"
 #include "client/tls_options.h"
-#include "tests/client/requests.h"
+#include "tests/testing/requests.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -47,55 +45,22 @@
 #include "stagger/v1/admin.grpc.pb.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 #include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/kubelet_volume.h"
 #include "tests/testing/staggerd_process.h"
 
 namespace stagger {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::KubeletVolume;
 using testing::PollUntil;
+using testing::ReadFile;
+using testing::ReplaceFile;
 using testing::ScratchDir;
 using testing::ScrapeMetric;
 using testing::StaggerdProcess;
 using testing::WriteFile;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A Kubernetes Secret volume in a directory, updated the kubelet's way:
-// tls.crt -> ..data/tls.crt, ..data -> ..vN, and a new version is a new
-// directory whose symlink is renamed over ..data.
-class SecretMount {
- public:
-  explicit SecretMount(std::string dir) : dir_(std::move(dir)) {}
-  bool Put(const std::string& cert, const std::string& key) {
-    const std::string version = absl::StrCat("..v", ++n_);
-    const std::string vdir = dir_ + "/" + version;
-    if (mkdir(vdir.c_str(), 0700) != 0) return false;
-    if (!WriteFile(vdir + "/tls.crt", ReadAll(cert)) ||
-        !WriteFile(vdir + "/tls.key", ReadAll(key))) {
-      return false;
-    }
-    const std::string tmp = dir_ + "/..data_tmp";
-    if (symlink(version.c_str(), tmp.c_str()) != 0) return false;
-    if (rename(tmp.c_str(), (dir_ + "/..data").c_str()) != 0) return false;
-    if (n_ == 1) {
-      return symlink("..data/tls.crt", cert_path().c_str()) == 0 &&
-             symlink("..data/tls.key", key_path().c_str()) == 0;
-    }
-    return true;
-  }
-  std::string cert_path() const { return dir_ + "/tls.crt"; }
-  std::string key_path() const { return dir_ + "/tls.key"; }
-
- private:
-  std::string dir_;
-  int n_ = 0;
-};
 
 constexpr char kDeniedCoordinator[] =
     "stagger_authz_denied_total{cause=\"no_allow_rule\",service=\"stagger.v1."
@@ -112,14 +77,19 @@ class SecureServerTest : public ::testing::Test {
         absl::StrCat(MAKE_CERTS, " ", dir_.path(), "/certs");
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     ASSERT_EQ(mkdir((dir_ / "secret").c_str(), 0700), 0);
-    ASSERT_TRUE(secret_.Put(Cert("server.pem"), Cert("server.key")));
-    ASSERT_TRUE(WriteFile(policy_path(), ReadAll(SECURITY_TESTDATA "/policy.json")));
+    ASSERT_TRUE(PutSecret(Cert("server.pem"), Cert("server.key")));
+    ASSERT_TRUE(WriteFile(policy_path(), ReadFile(SECURITY_TESTDATA "/policy.json")));
   }
 
   std::string Cert(const std::string& name) const {
     return dir_ / ("certs/" + name);
   }
   std::string policy_path() const { return dir_ / "policy.json"; }
+  // A new version of the Secret volume: these files as tls.crt, tls.key.
+  bool PutSecret(const std::string& cert, const std::string& key) {
+    return secret_.Update(
+        {{"tls.crt", ReadFile(cert)}, {"tls.key", ReadFile(key)}});
+  }
 
   // staggerd with TLS from the Secret mount (or from `cert` and `key`).
   std::vector<std::string> TlsArgs(bool mutual, bool authz,
@@ -127,8 +97,8 @@ class SecureServerTest : public ::testing::Test {
                                    const std::string& key = "") const {
     std::vector<std::string> args = {
         "--address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-        "--tls_cert_file=" + (cert.empty() ? secret_.cert_path() : cert),
-        "--tls_key_file=" + (key.empty() ? secret_.key_path() : key),
+        "--tls_cert_file=" + (cert.empty() ? secret_.path("tls.crt") : cert),
+        "--tls_key_file=" + (key.empty() ? secret_.path("tls.key") : key),
         "--tls_refresh_interval=1s",
         "--authz_poll_interval=100ms", "--health_address=127.0.0.1:0"};
     if (mutual) args.push_back("--tls_client_ca_file=" + Cert("ca.pem"));
@@ -201,7 +171,8 @@ class SecureServerTest : public ::testing::Test {
   }
 
   ScratchDir dir_;
-  SecretMount secret_{dir_ / "secret"};
+  // A Kubernetes Secret volume, updated the kubelet's way.
+  KubeletVolume secret_{dir_ / "secret"};
   std::unique_ptr<StaggerdProcess> server_;
 };
 
@@ -252,9 +223,10 @@ TEST_F(SecureServerTest, PolicyGivesEachRoleItsMethodsAndCountsDenials) {
   EXPECT_EQ(Metric(kDeniedCoordinator), 3);  // worker List, reader and admin Admit
   EXPECT_EQ(Metric(kDeniedAdmin), 2);        // worker and reader
   // The metric's labels never carry request data: no endpoint key anywhere.
-  auto body = testing::HttpGet(server_->metrics_port(), "/metrics");
-  ASSERT_TRUE(body.ok());
-  EXPECT_THAT(*body, ::testing::Not(HasSubstr("hooks.example.com")));
+  auto scrape = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  ASSERT_EQ(scrape->status, 200);
+  EXPECT_THAT(scrape->body, ::testing::Not(HasSubstr("hooks.example.com")));
   EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
 }
 
@@ -374,13 +346,12 @@ TEST_F(SecureServerTest, PolicyChangeTakesEffectAndABadOneIsRefusedAndCounted) {
   ASSERT_EQ(List(worker).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 
   // Let workers list too: a new file renamed over the old one.
-  std::string policy = ReadAll(policy_path());
+  std::string policy = ReadFile(policy_path());
   const std::string readers = R"("principals": ["reader.stagger.test",)";
   ASSERT_NE(policy.find(readers), std::string::npos);
   policy.replace(policy.find(readers), readers.size(),
                  R"("principals": ["spiffe://stagger.test/worker", "reader.stagger.test",)");
-  ASSERT_TRUE(WriteFile(dir_ / "policy.tmp", policy));
-  ASSERT_EQ(rename((dir_ / "policy.tmp").c_str(), policy_path().c_str()), 0);
+  ASSERT_TRUE(ReplaceFile(policy_path(), policy));
   EXPECT_TRUE(PollUntil([&] { return List(worker).ok(); }));
   EXPECT_TRUE(PollUntil([&] {
     return Metric("stagger_authz_policy_reloads_total{result=\"success\"}") == 1;
@@ -404,7 +375,7 @@ TEST_F(SecureServerTest, RotatedCertificateIsUsedByNewConnectionsOnly) {
   ASSERT_TRUE(Admit(established, &cn).ok());
   ASSERT_EQ(cn, "staggerd-v1");
 
-  ASSERT_TRUE(secret_.Put(Cert("server-v2.pem"), Cert("server-v2.key")));
+  ASSERT_TRUE(PutSecret(Cert("server-v2.pem"), Cert("server-v2.key")));
   // New connections see the new certificate once gRPC re-reads the files.
   EXPECT_TRUE(PollUntil([&] {
     std::string now;
@@ -423,8 +394,8 @@ TEST_F(SecureServerTest, CertificateRenamedOverThePlainFileIsPickedUp) {
   const std::string dir = dir_ / "plain";
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
   const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
-  ASSERT_TRUE(WriteFile(cert, ReadAll(Cert("server.pem"))));
-  ASSERT_TRUE(WriteFile(key, ReadAll(Cert("server.key"))));
+  ASSERT_TRUE(WriteFile(cert, ReadFile(Cert("server.pem"))));
+  ASSERT_TRUE(WriteFile(key, ReadFile(Cert("server.key"))));
   Start(TlsArgs(/*mutual=*/true, /*authz=*/true, cert, key));
   std::string cn;
   ASSERT_TRUE(Admit(Channel("worker"), &cn).ok());
@@ -432,8 +403,7 @@ TEST_F(SecureServerTest, CertificateRenamedOverThePlainFileIsPickedUp) {
 
   for (const auto& [from, to] : {std::pair{Cert("server-v2.key"), key},
                                  std::pair{Cert("server-v2.pem"), cert}}) {
-    ASSERT_TRUE(WriteFile(to + ".new", ReadAll(from)));
-    ASSERT_EQ(rename((to + ".new").c_str(), to.c_str()), 0) << to;
+    ASSERT_TRUE(ReplaceFile(to, ReadFile(from))) << to;
   }
   EXPECT_TRUE(PollUntil([&] {
     std::string now;

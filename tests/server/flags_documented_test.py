@@ -1,7 +1,14 @@
 #!/usr/bin/python3
-"""staggerd's flags, its --help and README's flag table stay in step.
+"""staggerd's flags, its --help and docs/OPERATING.md's flag table stay in
+step.
 
-  flags_documented_test.py --staggerd BIN --readme README.md [--self_test]
+  flags_documented_test.py --staggerd BIN --doc docs/OPERATING.md [--self_test]
+  flags_documented_test.py --staggerd BIN --folder agent --doc docs/AGENT.md
+                           --no_transport_table [--self_test]
+
+(--folder: whose flags: those defined under that folder, "server" by
+default; stagger-agent's are under agent/, its guide docs/AGENT.md, and it
+has no Transport limits table.)
 
 The flags the binary defines are read from the binary itself: `staggerd
 --helpfull` groups every flag under "Flags from FILE:" with its default
@@ -9,27 +16,28 @@ The flags the binary defines are read from the binary itself: `staggerd
 are staggerd's own (Abseil's are elsewhere). Then:
 
   1. `staggerd --help` lists every one of them;
-  2. README.md's table under "## Running `staggerd`" has one row per flag
+  2. the document's table under "## Flags" has one row per flag
      (| `--flag` | default | meaning |), and no row for a flag the binary
      does not define;
   3. each row's default is the binary's: the cell starts with the value in
      backticks (`10s`, `0.0.0.0:50051`), or with "empty" for an empty
      string; and its meaning is not empty.
 
-  4. README's "Transport limits" table (under "## Limits") repeats some
+  4. its "Transport limits" table (under "## Limits") repeats some
      of those defaults in words: each flag a row names in its flag cell
      must exist, and its default, written the way the table writes it
      (67108864 as "64 MiB", 30m as "30 min", 10s as "10 s"), must appear in
      the row's default cell, or in parentheses right after the flag
      ("`--max_ping_strikes` (2)"). Boolean flags are only checked to exist.
 
-A flag added without a README row, a row left behind after a flag is
-removed, or a default changed in one place only fails here, naming the
-flag. --self_test also checks that each of those mistakes, made on a copy
-of the README in memory, is caught (so this test can fail).
+A flag added without a row, a row left behind after a flag is removed, or
+a default changed in one place only fails here, naming the flag.
+--self_test also checks that each of those mistakes, made on a copy of the
+document in memory, is caught (so this test can fail).
 """
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -37,7 +45,8 @@ import sys
 GROUP_RE = re.compile(r"^\s*Flags from (\S+):\s*$")
 FLAG_RE = re.compile(r"^\s+--([A-Za-z0-9_]+) \(")
 ROW_RE = re.compile(r"^\|\s*`--([A-Za-z0-9_]+)`\s*\|([^|]*)\|(.*)\|\s*$")
-SECTION_RE = re.compile(r"^## Running `staggerd`\n(.*?)(?=^## |\Z)",
+SECTION = "## Flags"
+SECTION_RE = re.compile(r"^%s\n(.*?)(?=^## |\Z)" % re.escape(SECTION),
                         re.S | re.M)
 
 
@@ -83,15 +92,22 @@ def parse_help(text):
     return out
 
 
+FOLDER = "server"
+TRANSPORT = True
+# Flags each program has always had (they guard the parsing itself).
+MUST = {"server": ("address", "config", "metrics_address"),
+        "agent": ("listen", "coordinator", "metrics_address")}
+
+
 def is_staggerd_file(path):
-    # The same rule as core/cli/usage.cc's IsFlagFileUnder(file, "server").
-    return path.startswith("server/") or "/server/" in path
+    # The same rule as core/cli/usage.cc's IsFlagFileUnder(file, FOLDER).
+    return path.startswith(FOLDER + "/") or "/%s/" % FOLDER in path
 
 
-def readme_rows(readme_text):
-    """[(flag, default cell, meaning cell)] of the "Running staggerd" table,
-    or None without that section."""
-    m = SECTION_RE.search(readme_text)
+def flag_rows(doc_text):
+    """[(flag, default cell, meaning cell)] of the "## Flags" table, or None
+    without that section."""
+    m = SECTION_RE.search(doc_text)
     if not m:
         return None
     rows = []
@@ -108,32 +124,32 @@ def default_documented(cell, value):
     return cell.startswith("`%s`" % value)
 
 
-def check_readme(defined, readme_text):
-    """Errors comparing {flag: default} with the README's table."""
+def check_flag_table(defined, doc_text):
+    """Errors comparing {flag: default} with the document's flag table."""
     errors = []
-    rows = readme_rows(readme_text)
+    rows = flag_rows(doc_text)
     if rows is None:
-        return ["README.md has no \"## Running `staggerd`\" section"]
+        return ["the document has no \"%s\" section" % SECTION]
     by_flag = {}
     for flag, default, meaning in rows:
         if flag in by_flag:
-            errors.append("README's flag table lists --%s twice" % flag)
+            errors.append("the flag table lists --%s twice" % flag)
         by_flag[flag] = (default, meaning)
     for flag, value in sorted(defined.items()):
         if flag not in by_flag:
-            errors.append("--%s has no row in README's flag table" % flag)
+            errors.append("--%s has no row in the flag table" % flag)
             continue
         default, meaning = by_flag[flag]
         if not default_documented(default, value):
             errors.append(
-                "--%s: README's default \"%s\" is not the binary's (%s)"
+                "--%s: the table's default \"%s\" is not the binary's (%s)"
                 % (flag, default,
                    "empty" if value == "" else "`%s`" % value))
         if not meaning:
-            errors.append("--%s: README's row has no meaning" % flag)
+            errors.append("--%s: the table's row has no meaning" % flag)
     for flag in by_flag:
         if flag not in defined:
-            errors.append("README's flag table lists --%s, which staggerd "
+            errors.append("the flag table lists --%s, which staggerd "
                           "does not define" % flag)
     return errors
 
@@ -159,9 +175,9 @@ def as_table_writes_it(flag, value):
     return value
 
 
-def transport_rows(readme_text):
+def transport_rows(doc_text):
     """[(default cell, flag cell)] of the Transport limits table, or None."""
-    m = TRANSPORT_RE.search(readme_text)
+    m = TRANSPORT_RE.search(doc_text)
     if not m:
         return None
     rows = []
@@ -172,11 +188,11 @@ def transport_rows(readme_text):
     return rows
 
 
-def check_transport_limits(defined, readme_text):
+def check_transport_limits(defined, doc_text):
     """Errors comparing the Transport limits table with the binary."""
-    rows = transport_rows(readme_text)
+    rows = transport_rows(doc_text)
     if not rows:
-        return ["README.md has no \"Transport limits (...)\" table"]
+        return ["the document has no \"Transport limits (...)\" table"]
     errors = []
     named = 0
     for default_cell, flag_cell in rows:
@@ -205,13 +221,13 @@ def check_transport_limits(defined, readme_text):
     return errors
 
 
-def replace_in_transport_table(readme_text, old, new):
-    """readme_text with `old` replaced by `new` inside that table only."""
-    m = TRANSPORT_RE.search(readme_text)
+def replace_in_transport_table(doc_text, old, new):
+    """doc_text with `old` replaced by `new` inside that table only."""
+    m = TRANSPORT_RE.search(doc_text)
     table = m.group("table")
     assert old in table, old
-    return (readme_text[:m.start("table")] + table.replace(old, new, 1) +
-            readme_text[m.end("table"):])
+    return (doc_text[:m.start("table")] + table.replace(old, new, 1) +
+            doc_text[m.end("table"):])
 
 
 def check_binary(staggerd):
@@ -222,9 +238,10 @@ def check_binary(staggerd):
     for path, flags in full.items():
         if is_staggerd_file(path):
             defined.update(flags)
-    print("staggerd defines: %s" % ", ".join(sorted(defined)))
+    print("%s defines: %s" % (os.path.basename(staggerd),
+                              ", ".join(sorted(defined))))
     # Guards the parsing itself: these flags have always existed.
-    for must in ("address", "config", "metrics_address"):
+    for must in MUST[FOLDER]:
         if must not in defined:
             errors.append("--helpfull parsing found no --%s (groups: %s)"
                           % (must, sorted(full)))
@@ -239,50 +256,50 @@ def check_binary(staggerd):
     return defined, errors
 
 
-def self_test(defined, readme_text):
-    """Each kind of mistake, made on a copy of the README, is caught."""
+def self_test(defined, doc_text):
+    """Each kind of mistake, made on a copy of the document, is caught."""
     failures = []
-    rows = readme_rows(readme_text)
+    rows = flag_rows(doc_text)
     flag, default, _ = rows[0]
     row_re = re.compile(r"^\|\s*`--%s`\s*\|.*\n" % re.escape(flag), re.M)
     cases = [
-        ("a flag without a row", row_re.sub("", readme_text, count=1),
+        ("a flag without a row", row_re.sub("", doc_text, count=1),
          "--%s has no row" % flag),
         ("a row without a flag",
          row_re.sub(lambda m: m.group(0) +
                     "| `--no_such_flag` | `1` | gone |\n",
-                    readme_text, count=1),
+                    doc_text, count=1),
          "lists --no_such_flag, which staggerd does not define"),
-        ("a default changed in the README only",
-         row_re.sub("| `--%s` | `changed` | x |\n" % flag, readme_text,
+        ("a default changed in the document only",
+         row_re.sub("| `--%s` | `changed` | x |\n" % flag, doc_text,
                     count=1),
-         "--%s: README's default" % flag),
-        ("no section", readme_text.replace("## Running `staggerd`",
-                                           "## Running it"),
-         "no \"## Running `staggerd`\" section"),
+         "--%s: the table's default" % flag),
+        ("no section", doc_text.replace(SECTION + "\n", "## Flags, renamed\n"),
+         "no \"%s\" section" % SECTION),
     ]
 
     def in_transport_table(old, new):
-        return replace_in_transport_table(readme_text, old, new)
+        return replace_in_transport_table(doc_text, old, new)
 
-    cases += [
-        ("a transport default changed in the README only",
+    transport_cases = [] if not TRANSPORT else [
+        ("a transport default changed in the document only",
          in_transport_table("| 64 MiB", "| 32 MiB"),
          "--max_receive_message_bytes's default is 64 MiB"),
         ("a transport default in parentheses changed",
          in_transport_table("`--max_ping_strikes` (2)",
                             "`--max_ping_strikes` (3)"),
          "--max_ping_strikes's default is 2"),
-        ("a transport flag renamed in the README only",
+        ("a transport flag renamed in the document only",
          in_transport_table("`--memory_quota_bytes`", "`--memory_quota`"),
          "names --memory_quota, which staggerd does not define"),
         ("no transport table",
-         readme_text.replace("Transport limits (", "Transport limits, ", 1),
+         doc_text.replace("Transport limits (", "Transport limits, ", 1),
          "no \"Transport limits (...)\" table"),
     ]
-    for what, text, want in cases:
-        got = check_readme(defined, text) + \
-            check_transport_limits(defined, text)
+    for what, text, want in cases + transport_cases:
+        got = check_flag_table(defined, text)
+        if TRANSPORT:
+            got += check_transport_limits(defined, text)
         if not any(want in e for e in got):
             failures.append("self-test: %s was not caught (errors: %s)"
                             % (what, got))
@@ -292,19 +309,26 @@ def self_test(defined, readme_text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--staggerd", required=True)
-    ap.add_argument("--readme", required=True)
+    ap.add_argument("--doc", required=True,
+                    help="the document with the tables (docs/OPERATING.md)")
     ap.add_argument("--self_test", action="store_true")
+    ap.add_argument("--folder", default="server", choices=sorted(MUST))
+    ap.add_argument("--no_transport_table", action="store_true")
     args = ap.parse_args()
+    global FOLDER, TRANSPORT
+    FOLDER = args.folder
+    TRANSPORT = not args.no_transport_table
 
     defined, errors = check_binary(args.staggerd)
-    with open(args.readme, encoding="utf-8") as fh:
-        readme_text = fh.read()
-    errors += check_readme(defined, readme_text)
-    errors += check_transport_limits(defined, readme_text)
+    with open(args.doc, encoding="utf-8") as fh:
+        doc_text = fh.read()
+    errors += check_flag_table(defined, doc_text)
+    if TRANSPORT:
+        errors += check_transport_limits(defined, doc_text)
     if args.self_test and not errors:
-        errors += self_test(defined, readme_text)
+        errors += self_test(defined, doc_text)
     for e in errors:
-        print("FAIL: " + e)
+        print("FAIL: %s: %s" % (args.doc, e))
     return 1 if errors else 0
 
 

@@ -16,11 +16,6 @@
 // breaker settings are the same in every version, so "state kept" means
 // exactly that: an endpoint's open breaker (its open_until instant, its trip
 // count) is untouched by a reload.
-#include <stdio.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +26,8 @@
 #include "gtest/gtest.h"
 #include "tests/server/rpc_helpers.h"
 #include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/kubelet_volume.h"
 #include "tests/testing/staggerd_process.h"
 
 #ifndef STAGGERD_PATH
@@ -40,7 +37,9 @@
 namespace stagger::server_test {
 namespace {
 
+using stagger::testing::KubeletVolume;
 using stagger::testing::PollUntil;
+using stagger::testing::ReplaceFile;
 using stagger::testing::ScrapeMetric;
 using stagger::testing::ScratchDir;
 using stagger::testing::StaggerdProcess;
@@ -75,53 +74,8 @@ std::string ConfigInvalid() {
   return absl::StrCat(ConfigWithOverride(0), "limits { max_key_bytes: 0 }\n");
 }
 
-// A ConfigMap volume in a scratch directory, updated the kubelet's way.
-class ConfigMapMount {
- public:
-  explicit ConfigMapMount(const ScratchDir& dir) : dir_(dir.path()) {}
-
-  std::string config_path() const { return dir_ + "/config.textproto"; }
-
-  // First version: creates the layout.
-  bool Init(const std::string& text) {
-    if (!WriteVersion(text)) return false;
-    return symlink(current_.c_str(), (dir_ + "/..data").c_str()) == 0 &&
-           symlink("..data/config.textproto", config_path().c_str()) == 0;
-  }
-
-  // Later versions: new directory, temporary symlink renamed over ..data,
-  // old directory removed.
-  bool Update(const std::string& text) {
-    const std::string old = current_;
-    if (!WriteVersion(text)) return false;
-    const std::string tmp = dir_ + "/..data_tmp";
-    if (symlink(current_.c_str(), tmp.c_str()) != 0) return false;
-    if (rename(tmp.c_str(), (dir_ + "/..data").c_str()) != 0) return false;
-    std::error_code ec;
-    std::filesystem::remove_all(dir_ + "/" + old, ec);
-    return !ec;
-  }
-
- private:
-  bool WriteVersion(const std::string& text) {
-    // ..2026_12_02_00_00_00.000, ..2026_12_02_00_01_00.000, ...
-    current_ = absl::StrCat("..2026_12_02_00_", absl::Dec(version_++, absl::kZeroPad2),
-                            "_00.000");
-    const std::string d = dir_ + "/" + current_;
-    return mkdir(d.c_str(), 0755) == 0 &&
-           WriteFile(d + "/config.textproto", text);
-  }
-
-  const std::string dir_;
-  std::string current_;
-  int version_ = 0;
-};
-
-// Replaces a plain file atomically (write a sibling, rename over it).
-bool ReplaceFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  return WriteFile(tmp, text) && rename(tmp.c_str(), path.c_str()) == 0;
-}
+// The config file's name in the ConfigMap volume.
+constexpr char kConfigName[] = "config.textproto";
 
 class ReloadTest : public ::testing::Test {
  protected:
@@ -216,9 +170,10 @@ class ReloadTest : public ::testing::Test {
 TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
-  ConfigMapMount mount(dir);
-  ASSERT_TRUE(mount.Init(ConfigV1()));
-  Start(mount.config_path(), "200ms");
+  KubeletVolume mount(dir.path());
+  ASSERT_TRUE(mount.Update({{kConfigName, ConfigV1()}}));
+  const std::string config = mount.path(kConfigName);
+  Start(config, "200ms");
   const std::string tripped = absl::StrCat(kPrefix, "tripped");
 
   // v1 in force: no reload yet (the file read at start-up is not counted).
@@ -232,7 +187,7 @@ TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   EXPECT_EQ(p.reason(), v1::BACKOFF) << Describe(p);
 
   // Swap ..data to v2: an override for the prefix with max_attempts 2.
-  ASSERT_TRUE(mount.Update(ConfigWithOverride(2)));
+  ASSERT_TRUE(mount.Update({{kConfigName, ConfigWithOverride(2)}}));
   ASSERT_TRUE(PollUntil([&] { return PolicyOf(tripped) == kOverrideName; }))
       << "the ..data swap was not picked up; policy: " << PolicyOf(tripped);
   // Attempt 2 is now the last one.
@@ -243,19 +198,18 @@ TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   ExpectBreakerKept(tripped, open);
   EXPECT_TRUE(MetricBecomes(kSuccess, 1)) << Metric(kSuccess).value_or(-1);
   EXPECT_EQ(Metric(kFailure), 0.0);
-  EXPECT_TRUE(d_->WaitForOutput("config reloaded from " + mount.config_path()))
+  EXPECT_TRUE(d_->WaitForOutput("config reloaded from " + config))
       << d_->output();
 
   // Swap to an invalid version: refused, every error logged with the file
   // and its field path, counted; v2 stays in force.
   size_t mark = d_->output_size();
-  ASSERT_TRUE(mount.Update(ConfigInvalid()));
+  ASSERT_TRUE(mount.Update({{kConfigName, ConfigInvalid()}}));
   EXPECT_TRUE(MetricBecomes(kFailure, 1)) << Metric(kFailure).value_or(-1);
   EXPECT_TRUE(d_->WaitForOutput(
-      mount.config_path() + ": overrides[0].policy.backoff.max_attempts", mark))
+      config + ": overrides[0].policy.backoff.max_attempts", mark))
       << d_->output_from(mark);
-  EXPECT_TRUE(d_->WaitForOutput(mount.config_path() + ": limits.max_key_bytes",
-                                mark))
+  EXPECT_TRUE(d_->WaitForOutput(config + ": limits.max_key_bytes", mark))
       << d_->output_from(mark);
   EXPECT_TRUE(d_->WaitForOutput("keeping the current config", mark))
       << d_->output_from(mark);
@@ -275,7 +229,7 @@ TEST_F(ReloadTest, ConfigMapSymlinkSwapReloadsKeepsStateAndRefusesBadFiles) {
   }
 
   // A good version again (max_attempts 3): applied.
-  ASSERT_TRUE(mount.Update(ConfigWithOverride(3)));
+  ASSERT_TRUE(mount.Update({{kConfigName, ConfigWithOverride(3)}}));
   EXPECT_TRUE(MetricBecomes(kSuccess, 2)) << Metric(kSuccess).value_or(-1);
   EXPECT_EQ(Metric(kFailure), 1.0);
   p = ProbeFailure(2);

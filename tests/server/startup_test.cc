@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/server/rpc_helpers.h"
 #include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
 #include "tests/testing/staggerd_process.h"
 
 #ifndef STAGGERD_PATH

@@ -34,6 +34,7 @@
 #include "stagger/v1/admin.grpc.pb.h"
 #include "tests/server/rpc_helpers.h"
 #include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
 #include "tests/testing/staggerd_process.h"
 
 #ifndef STAGGERD_PATH
@@ -44,6 +45,7 @@ namespace stagger::server_test {
 namespace {
 
 using stagger::testing::PollUntil;
+using stagger::testing::ReadFile;
 using stagger::testing::ScrapeMetric;
 using stagger::testing::ScratchDir;
 using stagger::testing::StaggerdProcess;
@@ -68,13 +70,6 @@ constexpr char kConfig[] = R"pb(
 std::string Failures(const char* reason) {
   return absl::StrCat("stagger_state_load_failures_total{reason=\"", reason,
                       "\"}");
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 class StateFileTest : public ::testing::Test {
@@ -212,7 +207,7 @@ TEST_F(StateFileTest, BadSnapshotsStartFreshAndAreCounted) {
   ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_NO_FATAL_FAILURE(Teach());
   Stop();
-  const std::string good = ReadAll(state_);
+  const std::string good = ReadFile(state_);
   ASSERT_GT(good.size(), 32u);
   std::string other_version = good;
   other_version[8] = 7;

@@ -1,4 +1,4 @@
-// Bad input through the real gRPC path (issue 2, item 7): every malformed
+// Bad input through the real gRPC path: every malformed
 // request is answered INVALID_ARGUMENT with a message that starts with the
 // field's path ("attempt: ...", "items[3].retry_after: ..."), changes no
 // state, records no decision, and leaves the server answering good calls.
@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/prom_text.h"
 #include "tests/service/service_harness.h"
 
 namespace stagger::testing {

@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/metrics/prom_text.h"
+#include "tests/testing/prom_text.h"
 #include "tests/service/service_harness.h"
 
 namespace stagger::testing {

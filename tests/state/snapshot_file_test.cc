@@ -13,9 +13,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/state/crc32c.h"
 #include "tests/state/golden_snapshot.h"
+#include "tests/testing/files.h"
 
 namespace stagger::state {
 namespace {
@@ -36,23 +34,11 @@ using v1::state::Endpoint;
 const std::string kGoldenFile =
     std::string(STAGGER_STATE_TESTDATA) + "/golden-e504113.snap";
 
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class SnapshotFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/stagger-snapshot-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/state.snap";
-  }
-  void TearDown() override {
-    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+    ASSERT_TRUE(dir_.ok());
+    path_ = dir_ / "state.snap";
   }
 
   static Endpoint Record(int i) {
@@ -71,9 +57,9 @@ class SnapshotFileTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) ASSERT_TRUE((*w)->Add(Record(i)).ok());
     ASSERT_TRUE((*w)->Commit().ok());
   }
-  std::string Bytes() const { return ReadBytes(path_); }
+  std::string Bytes() const { return ::stagger::testing::ReadFile(path_); }
   void Put(const std::string& bytes) const {
-    std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
+    ASSERT_TRUE(::stagger::testing::WriteFile(path_, bytes)) << path_;
   }
   // Loads; checks that no record reached the sink unless loaded.
   LoadResult Load() {
@@ -100,7 +86,7 @@ class SnapshotFileTest : public ::testing::Test {
     return f + "SNAP";
   }
 
-  std::string dir_;
+  ::stagger::testing::ScratchDir dir_;
   std::string path_;
   std::vector<Endpoint> loaded_;
 };
@@ -325,7 +311,7 @@ TEST_F(SnapshotFileTest, TheGoldenFileOfE504113LoadsToItsRecords) {
 }
 
 TEST_F(SnapshotFileTest, TodaysWriterWritesTheGoldenFileByteForByte) {
-  const std::string golden = ReadBytes(kGoldenFile);
+  const std::string golden = ::stagger::testing::ReadFile(kGoldenFile);
   ASSERT_GT(golden.size(), 4096u) << "testdata missing: " << kGoldenFile;
   ASSERT_TRUE(testing::WriteGoldenSnapshot(path_).ok());
   const std::string today = Bytes();
@@ -416,7 +402,7 @@ TEST_F(SnapshotFileTest, AWriterNameOverTheLimitIsRefused) {
 }
 
 TEST_F(SnapshotFileTest, WriterInAMissingFolderSaysWhere) {
-  path_ = dir_ + "/no/such/folder/state.snap";
+  path_ = dir_ / "no/such/folder/state.snap";
   auto w = SnapshotWriter::Begin(path_, 1, "x");
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find(path_), std::string::npos)

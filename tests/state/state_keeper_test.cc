@@ -5,9 +5,6 @@
 // saves exactly once. And the metric's reasons are the load outcomes'.
 #include "server/state/state_keeper.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,6 +18,7 @@
 #include "core/engine/random.h"
 #include "server/metrics/server_metrics.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/files.h"
 
 namespace stagger::state {
 namespace {
@@ -39,13 +37,8 @@ engine::EngineConfig Config() {
 class StateKeeperTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/stagger-keeper-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/state.snap";
-  }
-  void TearDown() override {
-    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+    ASSERT_TRUE(dir_.ok());
+    path_ = dir_ / "state.snap";
   }
   std::unique_ptr<engine::Engine> NewEngine(engine::EngineConfig c = Config()) {
     return std::make_unique<engine::Engine>(std::move(c), &clock_, &random_);
@@ -84,7 +77,7 @@ class StateKeeperTest : public ::testing::Test {
   engine::SeededRandom random_{11};
   prometheus::Registry registry_;
   metrics::ServerMetrics metrics_{registry_, 8};
-  std::string dir_;
+  testing::ScratchDir dir_;
   std::string path_;
   std::vector<std::string> log_;
 };
@@ -185,7 +178,7 @@ TEST_F(StateKeeperTest, StateIdlePastTheEvictionAgeIsDropped) {
 }
 
 TEST_F(StateKeeperTest, BadFileLeavesTheEngineEmptyAndIsCounted) {
-  std::ofstream(path_) << "garbage";
+  ASSERT_TRUE(testing::WriteFile(path_, "garbage"));
   auto e = NewEngine();
   const auto s = StateKeeper(e.get(), &clock_, Options()).Load();
   EXPECT_EQ(s.outcome, LoadOutcome::kCorrupt);
@@ -207,7 +200,7 @@ TEST_F(StateKeeperTest, FailedSaveIsCountedAndKeepsThePreviousSnapshot) {
   auto e = NewEngine();
   Teach(*e);
   StateKeeper::Options o = Options();
-  o.path = dir_ + "/missing-folder/state.snap";
+  o.path = dir_ / "missing-folder/state.snap";
   StateKeeper keeper(e.get(), &clock_, o);
   EXPECT_FALSE(keeper.SaveNow().ok());
   EXPECT_EQ(Metric("stagger_state_saves_total", "result=\"failure\""), 1);

@@ -1,10 +1,10 @@
 // The product's claim, held by a test: on the whole scenario matrix
-// (bench/sim/matrix.h), with the engine on its own defaults, the
-// coordinated fleet meets the bar of issue 9 against the best independent
-// retry policy, on more than one seed. The only exceptions are the
-// criteria the README ("What the bar cannot have, and why") shows cannot
-// be met by any fleet that also meets the others; for those scenarios every
-// other criterion must still hold.
+// (bench/sim/matrix.h), with the engine on its own defaults, the coordinated
+// fleet meets the bar (EvaluateBar, matrix.h) against the best independent
+// retry policy, on more than one seed. The only exceptions are the criteria
+// docs/SIMULATOR.md ("What the bar cannot have, and why") shows cannot be met
+// by any fleet that also meets the others; for those scenarios every other
+// criterion must still hold.
 #include <map>
 #include <set>
 #include <string>
@@ -17,7 +17,7 @@
 namespace stagger::sim {
 namespace {
 
-// (scenario, criterion) pairs the README explains with arithmetic.
+// (scenario, criterion) pairs docs/SIMULATOR.md explains with arithmetic.
 const std::set<std::pair<std::string, std::string>>& Explained() {
   static const auto* explained =
       new std::set<std::pair<std::string, std::string>>{

@@ -1,9 +1,10 @@
-// Tests for stagger-sim --matrix (bench/sim/matrix.h): the grid covers what
-// issue 9 asks for, every scenario and policy is listed, the CSV header is
-// exact, the bar's arithmetic (on made-up rows, so it does not depend on
-// the engine's numbers), aggregation over seeds, and determinism. The full
-// matrix is not run here (it takes tens of seconds); RunMatrix is run on
-// scaled-down grid scenarios. Nothing here asserts that the bar is met.
+// Tests for stagger-sim --matrix (bench/sim/matrix.h): the grid covers its
+// dimensions (fleet size, outage length, capacity, 500 vs 503 + Retry-After,
+// flapping, a shared pool), every scenario and policy is listed, the CSV header
+// is exact, the bar's arithmetic (on made-up rows, so it does not depend on the
+// engine's numbers), aggregation over seeds, and determinism. The full matrix
+// is not run here (it takes tens of seconds); RunMatrix is run on scaled-down
+// grid scenarios. Nothing here asserts that the bar is met.
 #include <algorithm>
 #include <cmath>
 #include <limits>

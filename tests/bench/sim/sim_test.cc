@@ -1,9 +1,11 @@
 // Tests for stagger-sim's core (bench/sim/sim.h, report.h): the accounting
-// (every attempt counted once, every delivery ends exactly once with a
-// reason, the virtual clock never goes back), determinism per seed, the
-// output formats, and — on a scenario scaled down tenfold — the orderings
-// issue 4 asks of the table. No real time passes anywhere: the simulator
-// runs on a virtual clock, so nothing here depends on the machine's speed.
+// (every attempt counted once, every delivery ends exactly once with a reason,
+// the virtual clock never goes back), determinism per seed, the output formats,
+// and — on a scenario scaled down tenfold — the orderings the table must show
+// (independent peaks falling from no backoff to the jittered policies, a budget
+// cutting waste tenfold, the coordinated row wasting least and losing nothing).
+// No real time passes anywhere: the simulator runs on a virtual clock, so
+// nothing here depends on the machine's speed.
 #include <algorithm>
 #include <map>
 #include <ostream>
@@ -27,7 +29,7 @@ using ::testing::HasSubstr;
 // a release pace of at most 700/s. Set explicitly, so that what the tests
 // assert does not move with the engine's defaults; the matrix
 // (matrix_test.cc) is where the defaults are measured.
-engine::PolicyParams Seed000Engine() {
+engine::PolicyParams PinnedEngine() {
   engine::PolicyParams p;
   p.breaker.open_base = absl::Seconds(1);
   p.breaker.open_max = absl::Seconds(4);
@@ -35,16 +37,16 @@ engine::PolicyParams Seed000Engine() {
   return p;
 }
 
-// Seed 000's scenario scaled by 1/10: 1,000 deliveries, one worker process
-// (so each process's budget sees the same 1,000 deliveries as in the
-// default's 10 processes x 1,000), and the coordinated row's release rate
+// The default scenario (sim::Scenario) scaled by 1/10: 1,000 deliveries, one
+// worker process (so each process's budget sees the same 1,000 deliveries as in
+// the default's 10 processes x 1,000), and the coordinated row's release rate
 // scaled with the fleet (700/s -> 65/s). Outage, base, cap, horizon and
 // response time are the defaults.
 Scenario Small(uint64_t seed = 7) {
   Scenario s;
   s.subscriptions = 1000;
   s.workers = 1;
-  s.engine_policy = Seed000Engine();
+  s.engine_policy = PinnedEngine();
   s.engine_policy.deferral.release_rate_per_second = 65;
   s.seed = seed;
   return s;
@@ -185,7 +187,7 @@ TEST(RetryAfterTest, TheDownEndpointsRetryAfterIsHonouredAndNothingIsLost) {
   // past the horizon.
   Scenario s;
   s.endpoints[0].down_retry_after = absl::Seconds(5);
-  s.engine_policy = Seed000Engine();
+  s.engine_policy = PinnedEngine();
   absl::StatusOr<std::vector<PolicyResult>> rows =
       SimulateAll(s, {Policy::kExponential, Policy::kCoordinated});
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -297,7 +299,7 @@ TEST(ScenarioTest, TheOpeningWaveEndsWhenRetryIntervalsOutgrowTheBucket) {
   EXPECT_EQ(OpeningWave(s), absl::Seconds(1));
 }
 
-// --- The orderings of issue 4, on the scaled-down scenario -----------------
+// --- The table's orderings, on the scaled-down scenario --------------------
 
 class OrderingTest : public ::testing::Test {
  protected:
@@ -312,7 +314,7 @@ class OrderingTest : public ::testing::Test {
 };
 std::vector<PolicyResult>* OrderingTest::rows_ = nullptr;
 
-TEST_F(OrderingTest, IndependentPeaksDuringTheOutageKeepTheSeedsOrder) {
+TEST_F(OrderingTest, OutagePeaksFallFromNoBackoffToJitter) {
   const double none = Get(Policy::kNoBackoff).peak_rps_outage;
   const double plain = Get(Policy::kExponential).peak_rps_outage;
   const double equal = Get(Policy::kEqualJitter).peak_rps_outage;
@@ -364,7 +366,7 @@ TEST_F(OrderingTest, CoordinatedLosesNothing) {
 TEST_F(OrderingTest, CoordinatedDeliversSoonerThanEveryJitteredRow) {
   // Plain exponential is left out on purpose: with unlimited capacity its
   // synchronised herd lands all at once (peak = the whole fleet), which no
-  // policy held to full jitter's recovery peak can match (README).
+  // policy held to full jitter's recovery peak can match (docs/SIMULATOR.md).
   const PolicyResult& c = Get(Policy::kCoordinated);
   ASSERT_TRUE(c.time_to_99_s.has_value());
   for (Policy p : {Policy::kEqualJitter, Policy::kFullJitter,
@@ -391,7 +393,7 @@ TEST(CapacityTest, ALimitedEndpointBreaksPlainBackoffsHerdButNotStagger) {
 }
 
 TEST(CapacityTest, AFullSizeFleetAgainstAFiniteCapacityIsStillDelivered) {
-  // Seed 000's full scenario (10,000 deliveries, release rate 700/s) with
+  // The full default scenario (10,000 deliveries, release rate 700/s) with
   // an endpoint that answers only 500 or 300 attempts/s after recovery: the
   // parked backlog comes back faster than that, the overload 503s (no
   // Retry-After, below the breaker's ratio at 500/s) halve the engine's
@@ -399,7 +401,7 @@ TEST(CapacityTest, AFullSizeFleetAgainstAFiniteCapacityIsStillDelivered) {
   // like full jitter does (before the adaptive pace: 54% and 20%).
   for (double capacity : {500.0, 300.0}) {
     Scenario s;
-    s.engine_policy = Seed000Engine();
+    s.engine_policy = PinnedEngine();
     s.endpoints[0].capacity_per_second = capacity;
     absl::StatusOr<PolicyResult> r = Simulate(s, Policy::kCoordinated);
     ASSERT_TRUE(r.ok()) << r.status();

@@ -1,4 +1,4 @@
-// The four backoff policies of seed 000 as pure functions, and
+// The four backoff policies (core/engine/backoff.h) as pure functions, and
 // UniformDuration. Fixed seeds; every statistical bound below is one that a
 // broken implementation (no jitter, jitter over part of the interval,
 // integer halving, a missing cap) would violate.

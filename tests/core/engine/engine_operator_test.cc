@@ -13,6 +13,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/random.h"
+#include "tests/testing/engine_calls.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::engine {
@@ -31,21 +32,10 @@ class EngineOperatorTest : public ::testing::Test {
     engine_ = std::make_unique<Engine>(config_, &clock_, &random_);
   }
   Decision Admit(const char* ep, int attempt) {
-    AdmitInput in;
-    in.endpoint = ep;
-    in.attempt = attempt;
-    absl::StatusOr<Decision> d = engine_->Admit(in);
-    EXPECT_TRUE(d.ok()) << d.status();
-    return d.ok() ? *d : Decision{};
+    return ::stagger::testing::AdmitOk(*engine_, ep, attempt);
   }
   Decision Report(const char* ep, int attempt, Outcome o) {
-    ReportInput in;
-    in.endpoint = ep;
-    in.attempt = attempt;
-    in.outcome = o;
-    absl::StatusOr<Decision> d = engine_->Report(in);
-    EXPECT_TRUE(d.ok()) << d.status();
-    return d.ok() ? *d : Decision{};
+    return ::stagger::testing::ReportOk(*engine_, ep, attempt, o);
   }
   void Pause(const std::string& target, bool prefix, absl::Duration d) {
     ASSERT_TRUE(engine_->pauses()

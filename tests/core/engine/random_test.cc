@@ -1,7 +1,8 @@
 // RandomSource: PerThreadRandom gives every thread, and every process forked
-// from another, its own sequence (seed 000, last paragraph); SeededRandom is
-// reproducible. The fork tests fork for real: each child writes its draws to
-// a pipe and _exit()s; the parent compares.
+// from another, its own sequence (a fleet forked from one parent must not
+// draw the same delays); SeededRandom is reproducible. The fork tests fork
+// for real: each child writes its draws to a pipe and _exit()s; the parent
+// compares.
 #include "core/engine/random.h"
 
 #include <sys/types.h>

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/blackbox_util.h"
+#include "tests/testing/files.h"
 
 namespace stagger::wire {
 namespace {

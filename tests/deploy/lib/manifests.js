@@ -3,9 +3,10 @@
 // and unknown-field check of lib/k8s_schema.js, and structural rules (one
 // replica, surge-first rollout, native gRPC probes, restrictive
 // securityContext, config mounted as a directory, memory sized for
-// limits.max_endpoints, named ports, Prometheus wiring). Every check returns
-// a list of error strings so that tests can assert on what a broken
-// manifest is rejected for.
+// limits.max_endpoints, named ports, Prometheus wiring) for the
+// coordinator; stagger-agent's rules are lib/agent_rules.js, the rules both
+// share lib/pod_rules.js. Every check returns a list of error strings so
+// that tests can assert on what a broken manifest is rejected for.
 "use strict";
 
 const { execFileSync } = require("node:child_process");
@@ -16,16 +17,16 @@ const { isDeepStrictEqual } = require("node:util");
 const yaml = require("js-yaml");
 const { validateObject, describe } = require("./k8s_schema");
 
-const REPO = path.resolve(__dirname, "..", "..", "..");
+const {
+  REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, quantityBytes, protocError,
+  maxEndpoints, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
+} = require("./pod_rules");
+const { agentPods, agentErrors } = require("./agent_rules");
+
 const K8S = path.join(REPO, "deploy", "k8s");
-const CONFIG_KEY = "config.textproto";
 const CONFIG_DIR = "/etc/stagger";
 const GRPC_PORT = 50051;
 const METRICS_PORT = 9464;
-// Memory model (deployment.yaml): ~100 MiB process + 256 B per endpoint.
-const BASE_MEMORY_BYTES = 100 * 1024 * 1024;
-const BYTES_PER_ENDPOINT = 256;
-const DEFAULT_MAX_ENDPOINTS = 1000000;
 
 function kustomize(dir) {
   const out = execFileSync("kubectl", ["kustomize", dir], {
@@ -56,60 +57,6 @@ function schemaErrors(docs) {
   }
   return errors;
 }
-
-// Quantity string -> bytes ("384Mi", "1G", "500000000").
-function quantityBytes(q) {
-  const m = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
-  if (!m) return NaN;
-  const mult = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
-  return Number(m[1]) * (m[2] ? mult[m[2]] : 1);
-}
-
-// protoc --encode of a config text; returns "" or protoc's error.
-function protocError(text) {
-  try {
-    execFileSync(
-      "protoc",
-      ["--encode=stagger.v1.config.Config", "-I", path.join(REPO, "proto"), "-I", "/usr/include", "stagger/v1/config.proto"],
-      { input: text, stdio: ["pipe", "ignore", "pipe"] },
-    );
-    return "";
-  } catch (e) {
-    return String(e.stderr || e.message).trim();
-  }
-}
-
-// limits.max_endpoints of a (protoc-valid) config text, via protoc's own
-// decoding so comments and layout cannot fool it.
-function maxEndpoints(text) {
-  const args = ["-I", path.join(REPO, "proto"), "-I", "/usr/include", "stagger/v1/config.proto"];
-  const bin = execFileSync("protoc", ["--encode=stagger.v1.config.Config", ...args], { input: text });
-  const dec = execFileSync("protoc", ["--decode=stagger.v1.config.Config", ...args], { input: bin, encoding: "utf8" });
-  const m = /^\s*max_endpoints:\s*([0-9]+)/m.exec(dec);
-  return m ? Number(m[1]) : DEFAULT_MAX_ENDPOINTS;
-}
-
-// The numeric UID of the runtime stage's USER in deploy/Dockerfile.
-function dockerfileUid() {
-  const text = fs.readFileSync(path.join(REPO, "deploy", "Dockerfile"), "utf8");
-  const users = [...text.matchAll(/^USER\s+([0-9]+)(?::([0-9]+))?\s*$/gm)];
-  return users.length ? Number(users[users.length - 1][1]) : NaN;
-}
-
-const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
-const subsetOf = (sel, labels) =>
-  Object.entries(sel || {}).every(([k, v]) => labels && labels[k] === v) && Object.keys(sel || {}).length > 0;
-
-// The value of `--name=value` in args, or undefined.
-const flagValue = (args, name) => {
-  const a = args.find((x) => x.startsWith(`${name}=`));
-  return a === undefined ? undefined : a.slice(name.length + 1);
-};
-// The port of a host:port flag, or 0 if the flag is absent.
-const flagPort = (args, name) => {
-  const v = flagValue(args, name);
-  return v === undefined ? 0 : Number(v.slice(v.lastIndexOf(":") + 1));
-};
 
 // TLS and authorization wiring (deploy/k8s/overlays/secure): the flags
 // staggerd would refuse to start with, the health port the probes need,
@@ -229,16 +176,38 @@ function statefulSetErrors(s, docs, err) {
   if (!(pod.terminationGracePeriodSeconds >= need)) err(`terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} leaves no time for the final snapshot (need >= ${need})`);
 }
 
-// Structural checks on one rendered output. Returns error strings.
-function structuralErrors(docs) {
+// Structural checks on one rendered output. Returns error strings. An
+// output holds the coordinator (one Deployment or StatefulSet running
+// staggerd), stagger-agents (a DaemonSet, or workers' pods with the agent
+// beside them: lib/agent_rules.js), or both; every workload is one of
+// these. `options.coordinatorServices`: the Services an agent's
+// --coordinator may name (default: this output's own).
+function structuralErrors(docs, options = {}) {
   const errors = [];
   const err = (m) => errors.push(m);
-  const workloads = [...byKind(docs, "Deployment"), ...byKind(docs, "StatefulSet")];
-  if (workloads.length !== 1) {
-    err(`want exactly 1 Deployment or StatefulSet, got ${workloads.length}`);
-    return errors;
+  const podOf = (w) => (w.spec && w.spec.template && w.spec.template.spec) || {};
+  const workloads = ["Deployment", "StatefulSet", "DaemonSet"].flatMap((k) => byKind(docs, k));
+  const coordinators = workloads.filter((w) => w.kind !== "DaemonSet" && (podOf(w).containers || []).some((c) => c.name === "staggerd"));
+  const agents = agentPods(docs);
+  for (const w of workloads) {
+    if (!coordinators.includes(w) && !agents.some((a) => a.workload === w)) {
+      err(`${describe(w)} runs neither staggerd (a Deployment or StatefulSet) nor stagger-agent`);
+    }
   }
-  const d = workloads[0];
+  if (coordinators.length + agents.length === 0) err("no staggerd or stagger-agent workload in this output");
+  if (coordinators.length > 1) err(`want at most 1 staggerd Deployment or StatefulSet, got ${coordinators.length}`);
+  if (coordinators.length === 1) errors.push(...coordinatorErrors(docs, coordinators[0]));
+  if (agents.length) {
+    errors.push(...agentErrors(docs, agents, options.coordinatorServices || byKind(docs, "Service")));
+  }
+  return errors;
+}
+
+// The coordinator's workload `d` (staggerd) and what serves it: Services,
+// config, probes, hardening, memory, scraping.
+function coordinatorErrors(docs, d) {
+  const errors = [];
+  const err = (m) => errors.push(m);
   const spec = d.spec || {};
   const pod = (spec.template && spec.template.spec) || {};
   const tmeta = (spec.template && spec.template.metadata) || {};
@@ -253,10 +222,6 @@ function structuralErrors(docs) {
 
   const cs = pod.containers || [];
   const c = cs.find((x) => x.name === "staggerd");
-  if (!c) {
-    err("no container named staggerd");
-    return errors;
-  }
   const args = c.args || [];
   if (!args.includes(`--config=${CONFIG_DIR}/${CONFIG_KEY}`)) err(`staggerd args lack --config=${CONFIG_DIR}/${CONFIG_KEY}`);
   const cports = Object.fromEntries((c.ports || []).map((p) => [p.name, p.containerPort]));
@@ -279,30 +244,11 @@ function structuralErrors(docs) {
     err("livenessProbe would kill a draining pod: periodSeconds x failureThreshold < terminationGracePeriodSeconds");
   }
 
-  // Effective security settings: container value, else pod value.
-  const csc = c.securityContext || {};
-  const psc = pod.securityContext || {};
-  const eff = (k) => (csc[k] !== undefined ? csc[k] : psc[k]);
-  if (eff("runAsNonRoot") !== true) err("runAsNonRoot must be true");
-  const uid = eff("runAsUser");
-  if (!Number.isInteger(uid) || uid <= 0) err(`runAsUser must be a non-zero UID, got ${uid}`);
-  else if (uid !== dockerfileUid()) err(`runAsUser ${uid} differs from deploy/Dockerfile's USER ${dockerfileUid()}`);
-  if (csc.readOnlyRootFilesystem !== true) err("readOnlyRootFilesystem must be true");
-  if (csc.allowPrivilegeEscalation !== false) err("allowPrivilegeEscalation must be false");
-  if (csc.privileged === true) err("privileged must not be true");
-  const caps = csc.capabilities || {};
-  if (!(caps.drop || []).includes("ALL")) err("capabilities.drop must include ALL");
-  if ((caps.add || []).length) err(`capabilities.add must be empty, got ${caps.add}`);
-  const secc = eff("seccompProfile") || {};
-  if (secc.type !== "RuntimeDefault") err(`seccompProfile must be RuntimeDefault, got ${secc.type}`);
+  hardeningErrors(pod, c, undefined, "", err);
 
   // Resources, and memory sized for limits.max_endpoints.
   const res = c.resources || {};
-  for (const kind of ["requests", "limits"]) {
-    for (const r of ["cpu", "memory"]) {
-      if (!res[kind] || res[kind][r] === undefined) err(`resources.${kind}.${r} must be set`);
-    }
-  }
+  resourceErrors(res, "", err);
 
   // The config directory: a whole ConfigMap volume (no subPath, which
   // would never see updates), holding config.textproto.
@@ -319,14 +265,7 @@ function structuralErrors(docs) {
     else {
       const perr = protocError(cm.data[CONFIG_KEY]);
       if (perr) err(`ConfigMap ${cmName} ${CONFIG_KEY} does not parse: ${perr}`);
-      else if (res.limits && res.limits.memory !== undefined) {
-        const n = maxEndpoints(cm.data[CONFIG_KEY]);
-        const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n;
-        const have = quantityBytes(res.limits.memory);
-        if (!(have >= need)) {
-          err(`memory limit ${res.limits.memory} < ${Math.ceil(need / 2 ** 20)}Mi needed for max_endpoints ${n}`);
-        }
-      }
+      else memoryErrors(res, cm.data[CONFIG_KEY], "", err);
     }
   }
 

@@ -1,8 +1,8 @@
 // Short builders for the client's named request structs, for tests that
 // make many calls with only a key, an attempt and an outcome. (The library
 // itself takes the structs; callers with times set the fields by name.)
-#ifndef STAGGER_TESTS_CLIENT_REQUESTS_H_
-#define STAGGER_TESTS_CLIENT_REQUESTS_H_
+#ifndef STAGGER_TESTS_TESTING_REQUESTS_H_
+#define STAGGER_TESTS_TESTING_REQUESTS_H_
 
 #include <optional>
 
@@ -32,4 +32,4 @@ inline client::ReportRequest ReportOf(
 
 }  // namespace stagger::testing
 
-#endif  // STAGGER_TESTS_CLIENT_REQUESTS_H_
+#endif  // STAGGER_TESTS_TESTING_REQUESTS_H_

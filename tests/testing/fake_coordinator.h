@@ -10,8 +10,8 @@
 //
 // Thread-safe: gRPC calls the service from its own threads while the test
 // reconfigures it.
-#ifndef STAGGER_TESTS_CLIENT_FAKE_COORDINATOR_H_
-#define STAGGER_TESTS_CLIENT_FAKE_COORDINATOR_H_
+#ifndef STAGGER_TESTS_TESTING_FAKE_COORDINATOR_H_
+#define STAGGER_TESTS_TESTING_FAKE_COORDINATOR_H_
 
 #include <functional>
 #include <memory>
@@ -217,4 +217,4 @@ class FakeCoordinatorServer {
 
 }  // namespace stagger::testing
 
-#endif  // STAGGER_TESTS_CLIENT_FAKE_COORDINATOR_H_
+#endif  // STAGGER_TESTS_TESTING_FAKE_COORDINATOR_H_

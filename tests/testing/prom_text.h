@@ -3,8 +3,8 @@
 // can assert exact values by name and labels. Handles # HELP / # TYPE
 // comments, label values with \\ \" \n escapes, and +Inf/-Inf/NaN values.
 // Not a general validator: promtool does that in the live tests.
-#ifndef STAGGER_TESTS_METRICS_PROM_TEXT_H_
-#define STAGGER_TESTS_METRICS_PROM_TEXT_H_
+#ifndef STAGGER_TESTS_TESTING_PROM_TEXT_H_
+#define STAGGER_TESTS_TESTING_PROM_TEXT_H_
 
 #include <cmath>
 #include <cstdlib>
@@ -173,4 +173,4 @@ class PromText {
 
 }  // namespace stagger::testing
 
-#endif  // STAGGER_TESTS_METRICS_PROM_TEXT_H_
+#endif  // STAGGER_TESTS_TESTING_PROM_TEXT_H_

@@ -1,7 +1,10 @@
-// Test helper: a minimal blocking HTTP/1.0 GET over a loopback TCP socket,
-// with a deadline, for scraping /metrics in tests without libcurl.
-#ifndef STAGGER_TESTS_METRICS_HTTP_GET_H_
-#define STAGGER_TESTS_METRICS_HTTP_GET_H_
+// HttpGet: a minimal blocking HTTP/1.0 GET of http://127.0.0.1:PORT/PATH
+// (the server closes the connection after the body), for scraping /metrics
+// in tests without libcurl. The whole answer comes within `timeout` or the
+// call fails; any status is an answer (HttpResponse.status), a connection
+// refused or a malformed answer is an error.
+#ifndef STAGGER_TESTS_TESTING_HTTP_GET_H_
+#define STAGGER_TESTS_TESTING_HTTP_GET_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -27,7 +31,7 @@ struct HttpResponse {
 };
 
 // GET http://127.0.0.1:`port``path`, whole response within `timeout`.
-inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
+inline absl::StatusOr<HttpResponse> HttpGet(int port, absl::string_view path,
                                             absl::Duration timeout =
                                                 absl::Seconds(20)) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -79,4 +83,4 @@ inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
 
 }  // namespace stagger::testing
 
-#endif  // STAGGER_TESTS_METRICS_HTTP_GET_H_
+#endif  // STAGGER_TESTS_TESTING_HTTP_GET_H_

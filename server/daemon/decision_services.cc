@@ -1,0 +1,56 @@
+#include "server/daemon/decision_services.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/daemon/log.h"
+
+namespace stagger::daemon {
+
+absl::Status CheckMaxWaitingCalls(int64_t max_waiting_calls) {
+  if (max_waiting_calls >= 0 && max_waiting_calls <= kMaxWaitingCalls) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--max_waiting_calls: must be in [0, ", kMaxWaitingCalls,
+                   "], got ", max_waiting_calls));
+}
+
+DecisionServices::DecisionServices(engine::Engine* engine,
+                                   const Options& options,
+                                   metrics::ServerMetrics* metrics,
+                                   security::SecurityMetrics* security_metrics)
+    : coordinator_(engine, metrics, engine::RealClock::Instance()),
+      admin_(engine, security_metrics, engine::RealClock::Instance(), Log),
+      leases_(engine, options.lease_ttl, options.ownership, metrics) {
+  if (options.ownership != nullptr) {
+    coordinator_.set_ownership(options.ownership);
+  }
+  coordinator_.set_lease_hub(&leases_.hub());
+  admin_.set_lease_hub(&leases_.hub());
+  if (options.max_waiting_calls > 0) {
+    waits_ = std::make_unique<service::WaitRoom>(
+        engine, engine::RealClock::Instance(),
+        service::WaitRoom::Options{
+            static_cast<size_t>(options.max_waiting_calls)},
+        [metrics](const engine::Decision& d) {
+          if (metrics != nullptr) {
+            metrics->RecordDecision(metrics::ServerMetrics::Call::kAdmit, d);
+          }
+        },
+        metrics);
+    coordinator_.set_wait_room(waits_.get());
+    admin_.set_wait_room(waits_.get());
+    leases_.hub().set_on_successes(
+        [room = waits_.get()](absl::string_view key) { room->Wake(key); });
+  }
+}
+
+std::vector<grpc::Service*> DecisionServices::services() {
+  return {&coordinator_, &admin_, &leases_.sync()};
+}
+
+void DecisionServices::BeforeClose() {
+  if (waits_ != nullptr) waits_->Shutdown();
+  leases_.hub().Shutdown();
+}
+
+}  // namespace stagger::daemon

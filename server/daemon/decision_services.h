@@ -1,0 +1,68 @@
+// DecisionServices: the services staggerd answers on its gRPC port, wired
+// to each other: the coordinator (stagger.v1.RetryCoordinator), the
+// operator's Admin service, leases (stagger.v1.AgentSync, leases.h) and the
+// wait room of waiting Admits (service/wait_room.h). Which events of one
+// reach the others:
+//   * a report: the hub revokes the endpoint's leases if it left clear, and
+//     the room looks at its waiting calls;
+//   * counts of successes from an agent: the room looks at the endpoint;
+//   * an operator's pause, resume, reset or forced breaker: the leases of
+//     what it touched are revoked and its waiting calls looked at;
+//   * a config reload: every lease is revoked (OnConfigReloaded);
+//   * each eviction round: run-out leases are forgotten (EachRound);
+//   * the drain, before the port closes: every waiting call is answered and
+//     every lease stream ends (BeforeClose).
+// --max_waiting_calls is checked with the other flags: 0 (no waiting
+// admission: a waiting Admit is answered at once) .. kMaxWaitingCalls.
+// `engine` and the metrics must outlive it.
+#ifndef STAGGER_SERVER_DAEMON_DECISION_SERVICES_H_
+#define STAGGER_SERVER_DAEMON_DECISION_SERVICES_H_
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/engine/engine.h"
+#include "grpcpp/grpcpp.h"
+#include "server/daemon/leases.h"
+#include "server/metrics/server_metrics.h"
+#include "server/security/security_metrics.h"
+#include "server/service/admin_service.h"
+#include "server/service/coordinator_service.h"
+#include "server/service/ownership.h"
+#include "server/service/wait_room.h"
+
+namespace stagger::daemon {
+
+inline constexpr int64_t kMaxWaitingCalls = 10000000;
+absl::Status CheckMaxWaitingCalls(int64_t max_waiting_calls);
+
+class DecisionServices {
+ public:
+  struct Options {
+    absl::Duration lease_ttl;
+    int64_t max_waiting_calls = 0;
+    const service::Ownership* ownership = nullptr;  // null: one replica
+  };
+  DecisionServices(engine::Engine* engine, const Options& options,
+                   metrics::ServerMetrics* metrics,
+                   security::SecurityMetrics* security_metrics);
+
+  std::vector<grpc::Service*> services();
+  service::CoordinatorService& coordinator() { return coordinator_; }
+  void OnConfigReloaded() { leases_.RevokeAll(); }
+  void EachRound() { leases_.Sweep(); }
+  void BeforeClose();
+
+ private:
+  service::CoordinatorService coordinator_;
+  service::AdminService admin_;
+  Leases leases_;
+  std::unique_ptr<service::WaitRoom> waits_;  // null: no waiting admission
+};
+
+}  // namespace stagger::daemon
+
+#endif  // STAGGER_SERVER_DAEMON_DECISION_SERVICES_H_

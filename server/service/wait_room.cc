@@ -1,0 +1,247 @@
+#include "server/service/wait_room.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/wire/wire.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+
+namespace stagger::service {
+
+WaitingCall::WaitingCall(WaitRoom* room, grpc::CallbackServerContext* ctx,
+                         grpc::ByteBuffer* resp, v1::AdmitRequest request,
+                         engine::AdmitInput in, engine::WaitState w)
+    : room_(room),
+      ctx_(ctx),
+      resp_(resp),
+      request_(std::move(request)),
+      in_(in),
+      w_(w) {
+  in_.endpoint = request_.endpoint();  // borrow our own copy
+}
+
+void WaitingCall::Answer(const engine::Decision& d, absl::Time now) {
+  v1::AdmitResponse response;
+  wire::ToProto(d, now, response.mutable_decision());
+  response.mutable_decision()->set_wait_supported(true);
+  bool own_buffer = false;
+  Finish(grpc::SerializationTraits<v1::AdmitResponse>::Serialize(
+      response, resp_, &own_buffer));
+}
+
+void WaitingCall::OnCancel() { room_->Cancel(this); }
+
+WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
+                   Options options, Answered answered,
+                   metrics::ServerMetrics* metrics)
+    : engine_(engine),
+      clock_(clock),
+      options_(options),
+      answered_(std::move(answered)),
+      metrics_(metrics) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+WaitRoom::~WaitRoom() { Shutdown(); }
+
+bool WaitRoom::HasRoom() {
+  if (waiting() < static_cast<int64_t>(options_.max_waiting)) return true;
+  CountOverflow();
+  return false;
+}
+
+void WaitRoom::CountOverflow() {
+  overflows_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->RecordWaitingOverflow();
+}
+
+bool WaitRoom::Hold(WaitingCall* call, absl::Time recheck) {
+  absl::MutexLock l(&mu_);
+  if (stop_) return false;  // shutting down: answered now, no overflow
+  if (where_.size() >= options_.max_waiting) {
+    CountOverflow();
+    return false;
+  }
+  std::string key(call->in().endpoint);
+  Line& line = lines_[key];
+  const Entry urgent{call->in().deadline, seq_++, call};
+  line.by_urgency.insert(urgent);
+  line.by_expiry.insert({call->expiry(), urgent.seq, call});
+  where_[call] = {key, urgent};
+  const int64_t n = waiting_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
+  Schedule(key, line, std::min(recheck, call->expiry()));
+  return true;
+}
+
+void WaitRoom::Remove(Line& line, WaitingCall* call) {
+  auto it = where_.find(call);
+  if (it == where_.end()) return;
+  const Entry& urgent = it->second.second;
+  line.by_urgency.erase(urgent);
+  line.by_expiry.erase({call->expiry(), urgent.seq, call});
+  where_.erase(it);
+  const int64_t n = waiting_.fetch_sub(1, std::memory_order_relaxed) - 1;
+  if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
+}
+
+void WaitRoom::Schedule(const std::string& key, Line& line, absl::Time at) {
+  if (at >= line.next_look) return;
+  line.next_look = at;
+  timers_.push({at, key});
+}
+
+void WaitRoom::Wake(absl::string_view endpoint) {
+  if (waiting() == 0) return;
+  absl::MutexLock l(&mu_);
+  auto it = lines_.find(endpoint);
+  if (it == lines_.end()) return;
+  poked_ = true;
+  Schedule(it->first, it->second, clock_->Now());
+}
+
+void WaitRoom::WakeIf(const std::function<bool(absl::string_view)>& match) {
+  if (waiting() == 0) return;
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  for (auto& [key, line] : lines_) {
+    if (match(key)) Schedule(key, line, now);
+  }
+  poked_ = true;
+}
+
+void WaitRoom::Cancel(WaitingCall* call) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = where_.find(call);
+    if (it == where_.end()) return;  // already answered: that answer stands
+    Remove(lines_[it->second.first], call);
+  }
+  call->Fail(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+}
+
+void WaitRoom::Run() {
+  absl::MutexLock l(&mu_);
+  while (!stop_) {
+    const absl::Time next =
+        timers_.empty() ? absl::InfiniteFuture() : timers_.top().first;
+    if (const absl::Duration left = next - clock_->Now();
+        left > absl::ZeroDuration()) {
+      // Sleeps until the first timer, or until an earlier one (or the
+      // stop) arrives. The sleep is measured on `clock_` (a test's fake
+      // clock too: a test that moves it on wakes the line it means).
+      const auto woken = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || poked_ ||
+               (!timers_.empty() && timers_.top().first < next);
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), left);
+      poked_ = false;
+      continue;
+    }
+    Timer t = timers_.top();
+    timers_.pop();
+    auto it = lines_.find(t.second);
+    if (it == lines_.end() || it->second.next_look != t.first) continue;
+    mu_.Unlock();
+    Look(t.second);
+    mu_.Lock();
+  }
+}
+
+void WaitRoom::Look(const std::string& key) {
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = lines_.find(key);
+    if (it == lines_.end()) return;
+    Line& line = it->second;
+    line.next_look = absl::InfiniteFuture();
+    const absl::Time now = clock_->Now();
+    Expire(line, now, &answers);
+    absl::Time next = Release(line, now, &answers);
+    if (line.by_urgency.empty()) {
+      lines_.erase(it);
+    } else {
+      next = std::min(next, line.by_expiry.begin()->order);
+      Schedule(key, line, next);
+    }
+  }
+  Deliver(std::move(answers));
+}
+
+void WaitRoom::Expire(Line& line, absl::Time now, std::vector<Answer>* out) {
+  while (!line.by_expiry.empty() && line.by_expiry.begin()->order <= now) {
+    WaitingCall* call = line.by_expiry.begin()->call;
+    absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
+        call->in(), &call->wait(), engine::WaitStep::kExpire);
+    Remove(line, call);
+    if (o.ok() && o->answer.has_value()) out->push_back({call, *o->answer});
+  }
+}
+
+absl::Time WaitRoom::Release(Line& line, absl::Time now,
+                             std::vector<Answer>* out) {
+  absl::Time next = absl::InfiniteFuture();
+  // Walks by value: an erase invalidates a btree's iterators.
+  std::optional<Entry> after;
+  while (true) {
+    auto it = after.has_value() ? line.by_urgency.upper_bound(*after)
+                                : line.by_urgency.begin();
+    if (it == line.by_urgency.end()) break;
+    const Entry e = *it;
+    after = e;
+    absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
+        e.call->in(), &e.call->wait(), engine::WaitStep::kRecheck);
+    if (!o.ok()) continue;
+    if (o->answer.has_value()) {
+      Remove(line, e.call);
+      out->push_back({e.call, *o->answer});
+      continue;
+    }
+    next = std::min(next, o->recheck);
+    if (o->gated) break;  // the endpoint holds the rest of the line too
+  }
+  return next;
+}
+
+void WaitRoom::Deliver(std::vector<Answer> answers) {
+  const absl::Time now = clock_->Now();
+  for (Answer& a : answers) {
+    if (a.call->cancelled()) {
+      // Gone before its answer: a probe goes back for the next call.
+      if (a.decision.reason == engine::Reason::kHalfOpenProbe) {
+        engine_->ReturnProbe(a.call->in().endpoint, a.decision.admission);
+        Wake(a.call->in().endpoint);
+      }
+      a.call->Fail(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      continue;
+    }
+    if (answered_) answered_(a.decision);
+    a.call->Answer(a.decision, now);
+  }
+}
+
+void WaitRoom::Shutdown() {
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return;
+    stop_ = true;
+    const absl::Time now = clock_->Now();
+    for (auto& [key, line] : lines_) {
+      while (!line.by_expiry.empty()) {
+        WaitingCall* call = line.by_expiry.begin()->call;
+        Remove(line, call);  // before its expiry (part of the key) changes
+        call->wait().until = now;
+        absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
+            call->in(), &call->wait(), engine::WaitStep::kExpire);
+        if (o.ok() && o->answer.has_value()) answers.push_back({call, *o->answer});
+      }
+    }
+    lines_.clear();
+  }
+  thread_.join();
+  Deliver(std::move(answers));
+}
+
+}  // namespace stagger::service

@@ -1,0 +1,171 @@
+// WaitRoom: staggerd's waiting Admits (AdmitRequest.wait) held as pending
+// callback calls, with no thread per call; the engine decides each step
+// (Engine::AdmitWaiting; core/engine/decision.h, "Waiting admission").
+//
+//   * Hold(call): the engine said hold when the call arrived: it waits in
+//     its endpoint's line, most urgent deadline first (then arrival). At
+//     most max_waiting calls wait at once: beyond that Hold returns false
+//     and the caller answers as an Admit would now (counted).
+//   * One timer thread looks at an endpoint's line when the engine's
+//     recheck time comes, when Wake(endpoint) says something happened (a
+//     report, counts from an agent, an operator's action), and at each
+//     call's expiry: its wait, or its gRPC deadline less kDeadlineMargin.
+//     A look answers the calls whose time is up (as an Admit then), and
+//     releases calls from the head of the line until the engine holds one.
+//   * A call the worker cancels leaves the line and is answered CANCELLED;
+//     a probe released to a call cancelled meanwhile is given back
+//     (Engine::ReturnProbe) and the line looked at again, so the probe goes
+//     to the next call instead of sitting out its timeout.
+//   * Shutdown(): every waiting call is answered now (as an Admit would
+//     be), and later calls are not held.
+// `answered(decision)` runs for every answer (metrics). Thread-safe. Lock
+// order: the room's lock, then the engine's shard locks; never the reverse.
+#ifndef STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
+#define STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/engine/clock.h"
+#include "core/engine/engine.h"
+#include "grpcpp/grpcpp.h"
+#include "server/metrics/server_metrics.h"
+#include "stagger/v1/coordinator.pb.h"
+
+namespace stagger::service {
+
+class WaitRoom;
+
+// One held call: its reactor, its request (the input borrows its endpoint)
+// and its wait. Owned by gRPC (deleted in OnDone).
+class WaitingCall final : public grpc::ServerUnaryReactor {
+ public:
+  WaitingCall(WaitRoom* room, grpc::CallbackServerContext* ctx,
+              grpc::ByteBuffer* resp, v1::AdmitRequest request,
+              engine::AdmitInput in, engine::WaitState w);
+  const engine::AdmitInput& in() const { return in_; }
+  engine::WaitState& wait() { return w_; }
+  absl::Time expiry() const { return w_.until; }
+  bool cancelled() const { return ctx_->IsCancelled(); }
+  // Writes `d` (now: the server's clock) and finishes the call.
+  void Answer(const engine::Decision& d, absl::Time now);
+  void Fail(const grpc::Status& status) { Finish(status); }
+
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+ private:
+  WaitRoom* const room_;
+  grpc::CallbackServerContext* const ctx_;
+  grpc::ByteBuffer* const resp_;
+  const v1::AdmitRequest request_;
+  engine::AdmitInput in_;
+  engine::WaitState w_;
+};
+
+class WaitRoom {
+ public:
+  static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+  struct Options {
+    size_t max_waiting = 100000;  // --max_waiting_calls
+  };
+  using Answered = std::function<void(const engine::Decision&)>;
+  // `engine`, `clock` and `metrics` (null: none; the gauge of calls held
+  // and the overflow count) must outlive the room.
+  WaitRoom(engine::Engine* engine, const engine::Clock* clock, Options options,
+           Answered answered, metrics::ServerMetrics* metrics = nullptr);
+  ~WaitRoom();  // Shutdown()
+
+  // `recheck`: the engine's, when the call arrived.
+  bool Hold(WaitingCall* call, absl::Time recheck);
+  void Wake(absl::string_view endpoint);
+  // Wake() for every endpoint with a line whose key `match` accepts.
+  void WakeIf(const std::function<bool(absl::string_view)>& match);
+  void Cancel(WaitingCall* call);
+  void Shutdown();
+
+  int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
+  // Whether Hold would take one more call now; if not, the call is
+  // counted as an overflow (the caller answers it as an Admit now).
+  bool HasRoom();
+  int64_t overflows() const {
+    return overflows_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  struct Entry {
+    absl::Time order;  // deadline (urgency) or expiry
+    uint64_t seq;
+    WaitingCall* call;
+    bool operator<(const Entry& o) const {
+      return order != o.order ? order < o.order : seq < o.seq;
+    }
+  };
+  struct Line {
+    absl::btree_set<Entry> by_urgency;
+    absl::btree_set<Entry> by_expiry;
+    absl::Time next_look = absl::InfiniteFuture();
+  };
+  using Timer = std::pair<absl::Time, std::string>;
+  struct Later {
+    bool operator()(const Timer& a, const Timer& b) const {
+      return a.first > b.first;
+    }
+  };
+  // What a look decided: calls to answer (outside the lock).
+  struct Answer {
+    WaitingCall* call;
+    engine::Decision decision;
+  };
+
+  void Run();  // the timer thread
+  void Look(const std::string& key);
+  // The line's calls whose time is up, then its releases.
+  void Expire(Line& line, absl::Time now, std::vector<Answer>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time Release(Line& line, absl::Time now, std::vector<Answer>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Remove(Line& line, WaitingCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Schedule(const std::string& key, Line& line, absl::Time at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Deliver(std::vector<Answer> answers);
+  void CountOverflow();
+
+  engine::Engine* const engine_;
+  const engine::Clock* const clock_;
+  const Options options_;
+  const Answered answered_;
+  metrics::ServerMetrics* const metrics_;
+  std::atomic<int64_t> waiting_{0};
+  std::atomic<int64_t> overflows_{0};
+  // Wake was called: the timer thread measures its sleep again (a test's
+  // fake clock may have moved past a look it was sleeping towards).
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, Line> lines_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WaitingCall*, std::pair<std::string, Entry>> where_
+      ABSL_GUARDED_BY(mu_);  // call -> its line and urgency entry
+  std::priority_queue<Timer, std::vector<Timer>, Later> timers_
+      ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace stagger::service
+
+#endif  // STAGGER_SERVER_SERVICE_WAIT_ROOM_H_

@@ -1,0 +1,152 @@
+#include "server/status/status_api.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status/json.h"
+#include "core/status/query_string.h"
+#include "server/service/coordinator_service.h"
+#include "server/service/proto_convert.h"
+#include "stagger/v1/coordinator.pb.h"
+
+namespace stagger::status {
+namespace {
+
+using service::CoordinatorService;
+
+HttpResponse Ok(std::string json) { return {200, "application/json", json}; }
+
+HttpResponse Error(const absl::Status& s) {
+  const int code = s.code() == absl::StatusCode::kNotFound ? 404 : 400;
+  return {code, "application/json", JsonError(s.message())};
+}
+
+std::string Timestamp(absl::Time t) {
+  if (t == absl::InfinitePast()) return "null";
+  return JsonString(absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone()));
+}
+
+std::string Replica(const PeerStatus& p) {
+  return absl::StrCat(
+      "{\"name\":", JsonString(p.name), ",\"self\":", p.self ? "true" : "false",
+      ",\"address\":", JsonString(p.address), ",\"health\":",
+      JsonString(p.health), ",\"detail\":", JsonString(p.detail),
+      ",\"checked_at\":", Timestamp(p.checked_at), "}");
+}
+
+std::string Counts(const std::array<int64_t, DecisionRing::kSeconds>& c) {
+  return absl::StrCat("[", absl::StrJoin(c, ","), "]");
+}
+
+}  // namespace
+
+HttpResponse StatusApi::Summary(absl::string_view query) const {
+  if (auto params = ParseQueryString(query, {}); !params.ok()) {
+    return Error(params.status());
+  }
+  const std::vector<PeerStatus> replicas = peers_->Snapshot();
+  std::string self, list;
+  for (const PeerStatus& p : replicas) {
+    if (p.self) self = p.name;
+    absl::StrAppend(&list, list.empty() ? "" : ",", Replica(p));
+  }
+  const engine::EngineStats stats = engine_->Stats();
+  std::string breakers;
+  for (int s = 1; s <= engine::kNumBreakerStates; ++s) {
+    absl::StrAppend(
+        &breakers, s == 1 ? "" : ",",
+        JsonString(v1::BreakerState_Name(static_cast<v1::BreakerState>(s))),
+        ":", stats.by_breaker_state[s]);
+  }
+  return Ok(absl::StrCat(
+      "{\"now\":", Timestamp(clock_->Now()), ",\"replica\":", JsonString(self),
+      ",\"replicas\":[", list, "],\"total_tracked\":", stats.tracked,
+      ",\"breakers\":{", breakers, "},\"evicted_total\":", stats.evicted_total,
+      "}"));
+}
+
+HttpResponse StatusApi::Endpoints(absl::string_view query) const {
+  auto params = ParseQueryString(query, {"filter", "page_size", "page_token"});
+  if (!params.ok()) return Error(params.status());
+  absl::StatusOr<int> page_size =
+      IntParam(*params, "page_size", 1, CoordinatorService::kMaxPageSize,
+               CoordinatorService::kDefaultPageSize);
+  if (!page_size.ok()) return Error(page_size.status());
+  const absl::string_view filter = params->Get("filter").value_or("not_clear");
+  if (filter != "not_clear" && filter != "all") {
+    return Error(absl::InvalidArgumentError(absl::StrCat(
+        "query: filter: want not_clear or all, got ", Quoted(filter))));
+  }
+  absl::StatusOr<std::string> after =
+      service::DecodePageToken(params->Get("page_token").value_or(""));
+  if (!after.ok()) {
+    return Error(absl::InvalidArgumentError(
+        absl::StrCat("query: ", after.status().message())));
+  }
+  const engine::ListPage page =
+      filter == "all" ? engine_->List(*after, *page_size, std::nullopt)
+                      : engine_->ListNotClear(*after, *page_size);
+  v1::ListEndpointsResponse resp;
+  for (const engine::EndpointSnapshot& s : page.endpoints) {
+    service::ToProto(s, resp.add_endpoints());
+  }
+  if (!page.next_after.empty()) {
+    resp.set_next_page_token(service::EncodePageToken(page.next_after));
+  }
+  resp.set_total_tracked(page.total_tracked);
+  const int64_t shown = static_cast<int64_t>(page.endpoints.size());
+  return Ok(WithMembers(
+      ProtoJson(resp, /*indent=*/false),
+      {{"filter", JsonString(filter)},
+       {"page_size", absl::StrCat(*page_size)},
+       {"scanned", absl::StrCat(page.scanned)},
+       {"matched", absl::StrCat(page.matched)},
+       {"left_out", absl::StrCat(std::max<int64_t>(0, page.matched - shown))}}));
+}
+
+HttpResponse StatusApi::Endpoint(absl::string_view query) const {
+  auto params = ParseQueryString(query, {"key"});
+  if (!params.ok()) return Error(params.status());
+  const std::optional<absl::string_view> key = params->Get("key");
+  if (!key.has_value()) {
+    return Error(absl::InvalidArgumentError("query: key: missing"));
+  }
+  absl::StatusOr<engine::EndpointSnapshot> snap = engine_->Inspect(*key);
+  if (!snap.ok()) return Error(snap.status());
+  v1::GetEndpointResponse resp;
+  service::ToProto(*snap, resp.mutable_state());
+  return Ok(ProtoJson(resp, /*indent=*/false));
+}
+
+HttpResponse StatusApi::Decisions(absl::string_view query) const {
+  if (auto params = ParseQueryString(query, {}); !params.ok()) {
+    return Error(params.status());
+  }
+  const DecisionRing::Window w = ring_->Read();
+  std::string verdicts;
+  for (int v = 1; v <= DecisionRing::kVerdicts; ++v) {
+    absl::StrAppend(&verdicts, v == 1 ? "" : ",",
+                    JsonString(v1::Verdict_Name(static_cast<v1::Verdict>(v))),
+                    ":", Counts(w.counts[v - 1]));
+  }
+  return Ok(absl::StrCat("{\"last_second\":", w.last_second,
+                         ",\"seconds\":", DecisionRing::kSeconds,
+                         ",\"verdicts\":{", verdicts, "}}"));
+}
+
+void StatusApi::AddRoutes(HttpRoutes* routes) const {
+  (*routes)["/api/summary"] = [this](absl::string_view q) { return Summary(q); };
+  (*routes)["/api/endpoints"] = [this](absl::string_view q) {
+    return Endpoints(q);
+  };
+  (*routes)["/api/endpoint"] = [this](absl::string_view q) {
+    return Endpoint(q);
+  };
+  (*routes)["/api/decisions"] = [this](absl::string_view q) {
+    return Decisions(q);
+  };
+}
+
+}  // namespace stagger::status

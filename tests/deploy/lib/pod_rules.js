@@ -1,0 +1,132 @@
+// Rules shared by the coordinator's (staggerd) and the agent's
+// (stagger-agent) manifest checks: reading flags and quantities, the
+// config file's memory model, the container hardening every Stagger
+// container gets, and the Dockerfile's USER per image. Every rule appends
+// error strings through `err`, so callers can assert on what a broken
+// manifest is rejected for.
+"use strict";
+
+const { execFileSync } = require("node:child_process");
+const fs = require("node:fs");
+const path = require("node:path");
+
+const REPO = path.resolve(__dirname, "..", "..", "..");
+const CONFIG_KEY = "config.textproto";
+// Memory model (deploy/k8s/base/deployment.yaml): ~100 MiB process + 256 B
+// per endpoint the engine may track (limits.max_endpoints). The agent's
+// fallback engine is bounded by the same limit of its --config.
+const BASE_MEMORY_BYTES = 100 * 1024 * 1024;
+const BYTES_PER_ENDPOINT = 256;
+const DEFAULT_MAX_ENDPOINTS = 1000000;
+
+const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
+// True when every key of the (non-empty) selector has its value in labels.
+const subsetOf = (sel, labels) =>
+  Object.entries(sel || {}).every(([k, v]) => labels && labels[k] === v) && Object.keys(sel || {}).length > 0;
+
+// The value of `--name=value` in args, or undefined.
+const flagValue = (args, name) => {
+  const a = (args || []).find((x) => x.startsWith(`${name}=`));
+  return a === undefined ? undefined : a.slice(name.length + 1);
+};
+// The port of a host:port flag, or 0 if the flag is absent.
+const flagPort = (args, name) => {
+  const v = flagValue(args, name);
+  return v === undefined ? 0 : Number(v.slice(v.lastIndexOf(":") + 1));
+};
+// Whole seconds of a "--name=Ns" flag, NaN if absent or not in seconds.
+const flagSeconds = (args, name) => {
+  const m = /^([0-9]+)s$/.exec(flagValue(args, name) || "");
+  return m ? Number(m[1]) : NaN;
+};
+
+// Quantity string -> bytes ("384Mi", "1G", "500000000").
+function quantityBytes(q) {
+  const m = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
+  if (!m) return NaN;
+  const mult = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(m[1]) * (m[2] ? mult[m[2]] : 1);
+}
+
+const PROTOC_ARGS = ["-I", path.join(REPO, "proto"), "-I", "/usr/include", "stagger/v1/config.proto"];
+
+// protoc --encode of a config text; returns "" or protoc's error.
+function protocError(text) {
+  try {
+    execFileSync("protoc", ["--encode=stagger.v1.config.Config", ...PROTOC_ARGS],
+      { input: text, stdio: ["pipe", "ignore", "pipe"] });
+    return "";
+  } catch (e) {
+    return String(e.stderr || e.message).trim();
+  }
+}
+
+// limits.max_endpoints of a (protoc-valid) config text, via protoc's own
+// decoding so comments and layout cannot fool it.
+function maxEndpoints(text) {
+  const bin = execFileSync("protoc", ["--encode=stagger.v1.config.Config", ...PROTOC_ARGS], { input: text });
+  const dec = execFileSync("protoc", ["--decode=stagger.v1.config.Config", ...PROTOC_ARGS], { input: bin, encoding: "utf8" });
+  const m = /^\s*max_endpoints:\s*([0-9]+)/m.exec(dec);
+  return m ? Number(m[1]) : DEFAULT_MAX_ENDPOINTS;
+}
+
+// The memory limit must hold the process and limits.max_endpoints of
+// `configText` (null: the embedded defaults).
+function memoryErrors(res, configText, who, err) {
+  const limit = res && res.limits && res.limits.memory;
+  if (limit === undefined) return;
+  const n = configText === null ? DEFAULT_MAX_ENDPOINTS : maxEndpoints(configText);
+  const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n;
+  if (!(quantityBytes(limit) >= need)) {
+    err(`${who}memory limit ${limit} < ${Math.ceil(need / 2 ** 20)}Mi needed for max_endpoints ${n}`);
+  }
+}
+
+// requests and limits of cpu and memory all set.
+function resourceErrors(res, who, err) {
+  for (const kind of ["requests", "limits"]) {
+    for (const r of ["cpu", "memory"]) {
+      if (!res || !res[kind] || res[kind][r] === undefined) err(`${who}resources.${kind}.${r} must be set`);
+    }
+  }
+}
+
+// The numeric UID of a stage's USER in deploy/Dockerfile (default: the
+// last stage, the image `docker build` makes without --target).
+function dockerfileUid(stage) {
+  const text = fs.readFileSync(path.join(REPO, "deploy", "Dockerfile"), "utf8");
+  const stages = text.split(/^(?=FROM\s)/m).filter((s) => /^FROM\s/.test(s));
+  const pick = stage === undefined
+    ? stages[stages.length - 1]
+    : stages.find((s) => new RegExp(`^FROM\\s+\\S+\\s+AS\\s+${stage}\\s*$`, "mi").test(s.split("\n")[0]));
+  const users = pick ? [...pick.matchAll(/^USER\s+([0-9]+)(?::([0-9]+))?\s*$/gm)] : [];
+  return users.length ? Number(users[users.length - 1][1]) : NaN;
+}
+
+// The hardening of a Stagger container: non-root as the image's USER
+// (`stage` of deploy/Dockerfile), read-only root, no privilege escalation,
+// every capability dropped, RuntimeDefault seccomp. Effective values:
+// the container's, else the pod's.
+function hardeningErrors(pod, c, stage, who, err) {
+  const csc = c.securityContext || {};
+  const psc = pod.securityContext || {};
+  const eff = (k) => (csc[k] !== undefined ? csc[k] : psc[k]);
+  if (eff("runAsNonRoot") !== true) err(`${who}runAsNonRoot must be true`);
+  const uid = eff("runAsUser");
+  const want = dockerfileUid(stage);
+  if (!Number.isInteger(uid) || uid <= 0) err(`${who}runAsUser must be a non-zero UID, got ${uid}`);
+  else if (uid !== want) err(`${who}runAsUser ${uid} differs from deploy/Dockerfile's USER ${want}`);
+  if (csc.readOnlyRootFilesystem !== true) err(`${who}readOnlyRootFilesystem must be true`);
+  if (csc.allowPrivilegeEscalation !== false) err(`${who}allowPrivilegeEscalation must be false`);
+  if (csc.privileged === true) err(`${who}privileged must not be true`);
+  const caps = csc.capabilities || {};
+  if (!(caps.drop || []).includes("ALL")) err(`${who}capabilities.drop must include ALL`);
+  if ((caps.add || []).length) err(`${who}capabilities.add must be empty, got ${caps.add}`);
+  const secc = eff("seccompProfile") || {};
+  if (secc.type !== "RuntimeDefault") err(`${who}seccompProfile must be RuntimeDefault, got ${secc.type}`);
+}
+
+module.exports = {
+  REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, flagSeconds, quantityBytes,
+  protocError, maxEndpoints, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
+};
