@@ -1,11 +1,15 @@
 // stagger-agent-load's pure parts on records made up by hand: the victim
 // schedule, the revoke analysis (the bounds of the opening, the revoke
-// time, leaks, holders, probes per half-open period) and the /metrics
-// parsing. No network, no clock.
+// time, leaks, holders, probes per half-open period), the victim log and
+// the /metrics parsing. No network, no clock.
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "bench/agent/coordinator_sample.h"
 #include "bench/agent/revoke_analysis.h"
+#include "bench/agent/run_report.h"
 #include "bench/agent/victim_schedule.h"
 #include "core/engine/decision.h"
 #include "gtest/gtest.h"
@@ -86,6 +90,47 @@ TEST(RevokeAnalysisTest, BoundsTheOpeningAndCountsLeaks) {
   EXPECT_DOUBLE_EQ(r.open_report_ms[0], 10.0);  // the report sent at 1205
   EXPECT_EQ(r.leaked, 1);
   EXPECT_DOUBLE_EQ(r.mean_holders, 2.0);  // agents 2 and 3 within 250 ms
+}
+
+TEST(VictimLogTest, EveryCallOnlyUnderAVictimWithALeak) {
+  const VictimSchedule s = Schedule(2);
+  // Victim 0 as above (one leak); victim 1 (down at 1300 ms) trips with no
+  // local answer after the opening: its line only.
+  const std::vector<FailureRecord> failures = {
+      {0, 0, 1201 * kMs, 1203 * kMs, v1::BACKOFF},
+      {0, 1, 1210 * kMs, 1212 * kMs, v1::CIRCUIT_OPEN},
+      {0, 2, 1205 * kMs, 1215 * kMs, v1::CIRCUIT_OPEN},
+      {1, 3, 1320 * kMs, 1322 * kMs, v1::CIRCUIT_OPEN}};
+  const std::vector<AdmitRecord> admits = {
+      Local(0, 1, 1207, 1209), Local(0, 2, 1213, 1219),
+      {0, 0, 1300 * kMs, 1301 * kMs, v1::PROCEED, v1::HALF_OPEN_PROBE,
+       engine::kProbeAdmissionBit | 7, -1},
+      {0, 3, 1230 * kMs, 1231 * kMs, v1::DEFER, v1::CIRCUIT_OPEN, 0, -1},
+      Local(0, 0, 1150, 1151)};
+  const RevokeStats r = AnalyzeRevokes(s, admits, failures, 5);
+  ASSERT_EQ(r.tripped, 2);
+  const std::string path = ::testing::TempDir() + "/victim_log.txt";
+  ASSERT_TRUE(WriteVictimLog(path, s, r, admits, failures));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string header = text.str().substr(0, text.str().find('\n') + 1);
+  EXPECT_EQ(header[0], '#');
+  // Times: the opening's bounds from the down phase, the rest from open_lo
+  // (1205 ms); calls in send order, the local answer before open_lo too.
+  EXPECT_EQ(text.str().substr(header.size()),
+            "0 5.00 12.00 10.00 14.00 1 1 | 1:2.00:4.00 2:8.00:14.00\n"
+            "  A 0 -55.00 -54.00 PROCEED INITIAL_JITTER local\n"
+            "  F 0 -4.00 -2.00 - BACKOFF -\n"
+            "  F 2 0.00 10.00 - CIRCUIT_OPEN -\n"
+            "  A 1 2.00 4.00 PROCEED INITIAL_JITTER local\n"
+            "  F 1 5.00 7.00 - CIRCUIT_OPEN -\n"
+            "  A 2 8.00 14.00 PROCEED INITIAL_JITTER local\n"
+            "  A 3 25.00 26.00 DEFER CIRCUIT_OPEN coordinator\n"
+            "  A 0 95.00 96.00 PROCEED HALF_OPEN_PROBE probe\n"
+            "1 20.00 22.00 2.00 0.00 0 0 |\n");
+  EXPECT_FALSE(WriteVictimLog(::testing::TempDir() + "/no/such/dir/log", s,
+                              r, admits, failures));
 }
 
 TEST(RevokeAnalysisTest, NoLocalAnswerAfterTheOpeningIsZero) {
