@@ -81,11 +81,35 @@ def wait_for_lease(agent, s, endpoint):
     poll_until("a lease on " + endpoint, leased)
 
 
+def warm_up(agent, s, endpoints):
+    """Delivers once to each endpoint through `agent` until one whole round
+    is answered under leases (every call counted as a lease decision): from
+    then on, the agent holds a lease on each of them."""
+    def all_leased():
+        before = metric_sum(agent.scrape(),
+                            "stagger_client_lease_decisions_total")
+        for ep in endpoints:
+            deliver(s, ep, 1)
+        after = metric_sum(agent.scrape(),
+                           "stagger_client_lease_decisions_total")
+        return after - before == 2 * len(endpoints)
+    poll_until("leases on %d endpoints" % len(endpoints), all_leased)
+
+
 def test_workers_in_two_languages_through_three_agents(procs):
     sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL))
     d = sockdir()
     agents = [procs(Agent(AGENT, os.path.join(d, "a%d.sock" % i), sd.target))
               for i in range(3)]
+    # Each agent first earns its leases on the 10 endpoints (how long that
+    # takes depends on the machine; what follows does not).
+    shared = ["https://shared.example/%d" % k for k in range(10)]
+    for a in agents:
+        warm_up(a, stub(a.target), shared)
+    warm = {"coordinator": metric_sum(sd.scrape(), "stagger_decisions_total"),
+            "local": sum(metric_sum(a.scrape(),
+                                    "stagger_client_lease_decisions_total")
+                         for a in agents)}
     # The Python workers: 10 endpoints each, on agents 1 and 2.
     results = {}
 
@@ -113,9 +137,10 @@ def test_workers_in_two_languages_through_three_agents(procs):
         assert results[i].count(pb.DONE) == 300
     # 900 deliveries, 1800 calls: the coordinator answered few of them.
     calls = 1800
-    coordinator = metric_sum(sd.scrape(), "stagger_decisions_total")
+    coordinator = (metric_sum(sd.scrape(), "stagger_decisions_total") -
+                   warm["coordinator"])
     local = sum(metric_sum(a.scrape(), "stagger_client_lease_decisions_total")
-                for a in agents)
+                for a in agents) - warm["local"]
     log("calls %d: coordinator %d, under leases %d" % (calls, coordinator,
                                                        local))
     assert coordinator + local == calls
@@ -214,7 +239,8 @@ def test_bad_input_gets_the_same_answer_from_an_agent_as_from_staggerd(procs):
     assert len(vectors) >= 20
     for v in vectors:
         want = answer(direct, v["call"], v["request"])
-        assert want == ("INVALID_ARGUMENT", v["error"]), v["name"]
+        assert want == (("OK", "") if v["error"] is None else
+                        ("INVALID_ARGUMENT", v["error"])), v["name"]
         assert answer(via, v["call"], v["request"]) == want, v["name"]
     for method in ("Admit", "Report", "AdmitBatch", "ReportBatch"):
         want = raw_answer(sd.target, method, b"\xff\xff\xff")
@@ -254,11 +280,15 @@ def test_a_coordinator_killed_leaves_the_agent_answering(procs):
     sd2 = procs(Staggerd(STAGGERD, port=port, extra=LEASE_TTL))
     poll_until("the lease stream back", lambda: agent.scrape().get(
         "stagger_client_sync_streams_up") == 1.0)
-    before = metric_sum(agent.scrape(), "stagger_client_lease_decisions_total")
+    # (The old staggerd's lease may still be answering for a moment: wait
+    # for the new one's grant, then for a call answered under it.)
     poll_until("a lease from the new staggerd", lambda: (
+        deliver(s, ep, 1) and
+        metric_sum(sd2.scrape(), "stagger_lease_grants_total") >= 1))
+    before = metric_sum(agent.scrape(), "stagger_client_lease_decisions_total")
+    poll_until("a call answered under it", lambda: (
         deliver(s, ep, 1) and metric_sum(
             agent.scrape(), "stagger_client_lease_decisions_total") > before))
-    assert metric_sum(sd2.scrape(), "stagger_lease_grants_total") >= 1
 
 
 def test_an_agent_killed_leaves_the_workers_library_deciding(procs):
