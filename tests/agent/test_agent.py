@@ -10,7 +10,9 @@ generated stubs). What the leases issue promises:
   * a coordinator killed -9 leaves the agent answering (its fallback), and
     the agent reconnects when it is back;
   * an agent killed -9 leaves a worker's library deciding by fallback, and
-    it comes back with the agent.
+    it comes back with the agent;
+  * a waiting Admit relayed by an agent and held by staggerd is answered
+    at once when either process is killed -9, never left to its wait.
 """
 
 import json
@@ -18,6 +20,7 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 
 import grpc
 import pytest
@@ -306,5 +309,60 @@ def test_an_agent_killed_leaves_the_workers_library_deciding(procs):
         procs(Agent(AGENT, path, sd.target))
         poll_until("the agent back", lambda: c.admit(
             "https://x.example").source is Source.COORDINATOR)
+    finally:
+        c.close()
+
+
+def test_calls_waiting_through_an_agent_are_answered_when_a_process_dies(
+        procs, tmp_path):
+    from stagger import CoordinatorClient, Source
+    config = tmp_path / "config.textproto"
+    config.write_text("default_policy { breaker { consecutive_failures: 3 "
+                      "open_base { seconds: 600 } open_max { seconds: 600 } } }\n")
+    sd = procs(Staggerd(STAGGERD, extra=["--config=%s" % config]))
+    path = os.path.join(sockdir(), "a.sock")
+    agent = procs(Agent(AGENT, path, sd.target))
+    ep = "https://down.example"
+    for _ in range(3):
+        stub(agent.target).Report(pb.ReportRequest(
+            endpoint=ep, attempt=1, outcome=pb.RETRYABLE_FAILURE),
+            timeout=TIMEOUT)
+    c = CoordinatorClient("unix:" + path, call_deadline=TIMEOUT)
+
+    def waiting_admit_while(kill):
+        """A 60 s waiting Admit, held by staggerd (its breaker is open for
+        10 minutes); kill() runs while it is held. Its answer, and how long
+        the call took."""
+        got = {}
+
+        def call():
+            started = time.monotonic()
+            got["decision"] = c.admit(ep, 1, wait=60.0)
+            got["took"] = time.monotonic() - started
+        t = threading.Thread(target=call)
+        t.start()
+        poll_until("the call held by staggerd", lambda: sd.scrape().get(
+            "stagger_waiting_calls") == 1.0)
+        kill()
+        t.join(90)
+        assert not t.is_alive() and "decision" in got
+        log("answered after %.3fs: %s" % (got["took"], got["decision"]))
+        # Answered when the process died, not when the 60 s wait ran out.
+        assert got["took"] < 50
+        return got["decision"]
+    try:
+        # The agent dies: the worker's library answers (its fallback), and
+        # staggerd lets go of the abandoned call.
+        d = waiting_admit_while(agent.kill)
+        assert d.source is Source.LOCAL
+        poll_until("the abandoned call gone from staggerd", lambda: (
+            sd.scrape().get("stagger_waiting_calls") == 0.0))
+        # A new agent; now staggerd dies: the agent answers the relayed
+        # call from its own fallback, no error reaches the worker.
+        procs(Agent(AGENT, path, sd.target))
+        poll_until("the agent back", lambda: c.admit(
+            ep, 1).source is Source.COORDINATOR)
+        d = waiting_admit_while(sd.kill)
+        assert d.verdict.name in ("PROCEED", "DEFER"), d
     finally:
         c.close()
