@@ -17,6 +17,7 @@ namespace stagger::sim {
 template <typename T, typename Less>
 class QuadHeap {
  public:
+  static constexpr size_t kArity = 4;
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
   const T& top() const { return heap_.front(); }
@@ -25,7 +26,7 @@ class QuadHeap {
     size_t i = heap_.size();
     heap_.push_back(v);
     while (i > 0) {
-      const size_t parent = (i - 1) / 4;
+      const size_t parent = (i - 1) / kArity;
       if (!less_(v, heap_[parent])) break;
       heap_[i] = heap_[parent];
       i = parent;
@@ -40,10 +41,10 @@ class QuadHeap {
     if (n == 0) return;
     size_t i = 0;
     while (true) {
-      const size_t first = 4 * i + 1;
+      const size_t first = kArity * i + 1;
       if (first >= n) break;
       size_t best = first;
-      const size_t end = first + 4 < n ? first + 4 : n;
+      const size_t end = first + kArity < n ? first + kArity : n;
       for (size_t c = first + 1; c < end; ++c) {
         if (less_(heap_[c], heap_[best])) best = c;
       }
