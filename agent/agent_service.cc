@@ -23,8 +23,12 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
   e.attempt = d.attempt;
   e.admission = d.admission;
   wire::ToProto(e, now, out);
+  out->set_wait_supported(d.wait_supported);
 }
 
+// A waiting Admit relayed to the coordinator without holding a thread: the
+// call is finished when the coordinator answers (or the client's fallback
+// decides); the worker cancelling it cancels the relayed call too.
 template <typename Response>
 grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
                     Response* resp) {
@@ -32,6 +36,42 @@ grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
   ToWire(*d, now, resp->mutable_decision());
   return grpc::Status::OK;
 }
+
+class WaitingAdmit final : public grpc::ServerUnaryReactor {
+ public:
+  WaitingAdmit(client::CoordinatorClient* client, grpc::ByteBuffer* resp,
+               v1::AdmitRequest request)
+      : client_(client), resp_(resp), request_(std::move(request)) {}
+
+  // `in` borrows from request_ once converted.
+  void Start() {
+    absl::StatusOr<engine::AdmitInput> in = wire::FromProto(request_);
+    if (!in.ok()) return Finish(rpc::ToGrpcStatus(in.status()));
+    client_->AdmitWaitingAsync(*in, &cancel_,
+                               [this](absl::StatusOr<ClientDecision> d) {
+                                 v1::AdmitResponse response;
+                                 grpc::Status s = Answer(
+                                     d, client_->clock().Now(), &response);
+                                 bool own = false;
+                                 if (s.ok()) {
+                                   s = grpc::SerializationTraits<
+                                       v1::AdmitResponse>::Serialize(response,
+                                                                     resp_,
+                                                                     &own);
+                                 }
+                                 Finish(s);
+                               });
+  }
+  void OnCancel() override { cancel_.Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  client::CoordinatorClient* const client_;
+  grpc::ByteBuffer* const resp_;
+  const v1::AdmitRequest request_;
+  client::Canceller cancel_;
+};
+
 
 template <typename Response>
 grpc::Status AnswerBatch(
@@ -119,6 +159,13 @@ grpc::ServerUnaryReactor* AgentService::Serve(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* req,
                                               grpc::ByteBuffer* resp) {
+  v1::AdmitRequest waiting;
+  if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
+      (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
+    auto* call = new WaitingAdmit(client_, resp, std::move(waiting));
+    call->Start();
+    return call;
+  }
   using Req = v1::AdmitRequest;
   using Resp = v1::AdmitResponse;
   return Serve<Req, Resp>(

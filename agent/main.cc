@@ -7,9 +7,14 @@
 // workers get sharding and the fail-open fallback without a library.
 //
 // Start-up order: flags (exit 2 on a bad one, naming it), the client, the
-// gRPC server on --listen (exit 1 if it cannot listen), /metrics, then the
+// gRPC server on --listen (exit 1 if it cannot listen, or if another
+// process already answers on its unix socket), /metrics, then the
 // "listening on" line. SIGTERM/SIGINT: stop taking calls, let those in
 // flight finish (--drain_timeout), send the last counts, exit 0.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -66,6 +71,25 @@ std::string UsageMessage() {
       " start-up failure, ", kExitBadFlag, " bad flag.");
 }
 
+// Whether another process answers on the unix socket `listen` names: a
+// second agent on the same path would take it over, and the first one's
+// exit would then unlink it. A stale socket file (nobody answering) is
+// not in use: gRPC replaces it.
+bool SocketInUse(const std::string& listen) {
+  if (!absl::StartsWith(listen, "unix:")) return false;
+  const std::string path = listen.substr(5);
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool answered =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return answered;
+}
+
 std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
                                           AgentService* service, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
@@ -80,25 +104,65 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
   return server;
 }
 
+// The coordinator client the flags ask for; exit code on failure.
+absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> MakeClient(
+    AgentFlags& flags) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      client::MakeChannelCredentials(flags.tls);
+  if (!creds.ok()) return creds.status();
+  flags.client.credentials = *creds;
+  flags.client.tls_server_name = flags.tls.server_name;
+  absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
+      client::CoordinatorClient::Create(flags.client);
+  if (!client.ok()) {
+    return absl::InvalidArgumentError(AsFlags(client.status().message()));
+  }
+  return client;
+}
+
+std::string ReadyLine(const AgentFlags& flags, int port,
+                      const metrics::MetricsExposer* exposer) {
+  return absl::StrCat(
+      "listening on ",
+      absl::StartsWith(flags.listen, "unix:")
+          ? flags.listen
+          : absl::StrCat(flags.listen.substr(0, flags.listen.rfind(':')), ":",
+                         port),
+      " (coordinator ", flags.client.target, ", leases ",
+      flags.client.leases ? "on" : "off",
+      exposer ? absl::StrCat(", metrics on port ", exposer->port())
+              : std::string(", metrics disabled"),
+      ")");
+}
+
+// Until SIGTERM/SIGINT, then the drain.
+void ServeUntilSignal(grpc::Server& server, absl::Duration drain_timeout) {
+  const int sig = cli::WaitForShutdownSignal(nullptr);
+  Log(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   ": finishing calls in flight"));
+  server.GetHealthCheckService()->SetServingStatus(false);
+  server.Shutdown(std::chrono::system_clock::now() +
+                  absl::ToChronoMilliseconds(drain_timeout));
+  server.Wait();
+  Log("drained, exiting");
+}
+
 int Run() {
   absl::StatusOr<AgentFlags> flags = ReadAgentFlags();
   if (!flags.ok()) {
     Log(absl::StrCat("refusing to start:\n", flags.status().message()));
     return kExitBadFlag;
   }
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
-      client::MakeChannelCredentials(flags->tls);
-  if (!creds.ok()) {
-    Log(absl::StrCat("refusing to start: ", creds.status().message()));
+  absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
+      MakeClient(*flags);
+  if (!client.ok()) {
+    Log(absl::StrCat("refusing to start:\n", client.status().message()));
     return kExitBadFlag;
   }
-  flags->client.credentials = *creds;
-  flags->client.tls_server_name = flags->tls.server_name;
-  absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
-      client::CoordinatorClient::Create(flags->client);
-  if (!client.ok()) {
-    Log(absl::StrCat("refusing to start:\n", AsFlags(client.status().message())));
-    return kExitBadFlag;
+  if (SocketInUse(flags->listen)) {
+    Log(absl::StrCat("cannot listen on --listen ", flags->listen,
+                     ": another process serves it"));
+    return kExitStartupFailure;
   }
   WorkPool pool(flags->threads, flags->max_queued_calls);
   AgentService service(client->get(), &pool);
@@ -120,26 +184,8 @@ int Run() {
     }
     exposer = *std::move(started);
   }
-  Log(absl::StrCat(
-      "listening on ",
-      absl::StartsWith(flags->listen, "unix:")
-          ? flags->listen
-          : absl::StrCat(flags->listen.substr(0, flags->listen.rfind(':')),
-                         ":", port),
-      " (coordinator ", flags->client.target, ", leases ",
-      flags->client.leases ? "on" : "off",
-      exposer ? absl::StrCat(", metrics on port ", exposer->port())
-              : std::string(", metrics disabled"),
-      ")"));
-
-  const int sig = cli::WaitForShutdownSignal(nullptr);
-  Log(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                   ": finishing calls in flight"));
-  server->GetHealthCheckService()->SetServingStatus(false);
-  server->Shutdown(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(flags->drain_timeout));
-  server->Wait();
-  Log("drained, exiting");
+  Log(ReadyLine(*flags, port, exposer.get()));
+  ServeUntilSignal(*server, flags->drain_timeout);
   return kExitClean;
 }
 

@@ -69,6 +69,7 @@
 #define STAGGER_CLIENT_COORDINATOR_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/members.h"
+#include "client/wait.h"
 #include "core/engine/clock.h"
 #include "core/engine/decision.h"
 #include "core/engine/engine_config.h"
@@ -139,6 +141,10 @@ struct ClientDecision {
   // Report (ReportRequest::admission; RetryLoop does it). 0 otherwise.
   uint64_t admission = 0;
   DecisionSource source = DecisionSource::kCoordinator;
+  // The coordinator (or stagger-agent) that answered holds waiting calls
+  // (proto Decision.wait_supported): RetryLoop then asks it, instead of
+  // sleeping, for backoffs and parked deliveries.
+  bool wait_supported = false;
   // kLocalFallback: the coordinator error that caused it, or UNAVAILABLE
   // "coordinator considered down" when the call was not even tried. OK for
   // kCoordinator.
@@ -153,6 +159,14 @@ class Coordinator {
   virtual ~Coordinator() = default;
   virtual absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in) = 0;
   virtual absl::StatusOr<ClientDecision> Report(const ReportRequest& in) = 0;
+  // A waiting Admit (in.wait > 0; proto AdmitRequest.wait): the
+  // coordinator holds it until the attempt may go or the wait runs out.
+  // `cancel` (may be null) ends it early with CANCELLED. The default asks
+  // Admit(in).
+  virtual absl::StatusOr<ClientDecision> AdmitWaiting(const AdmitRequest& in,
+                                                      const Canceller* cancel) {
+    return Admit(in);
+  }
 };
 
 struct ClientOptions {
@@ -228,6 +242,18 @@ class CoordinatorClient final : public Coordinator {
 
   absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in) override;
   absl::StatusOr<ClientDecision> Report(const ReportRequest& in) override;
+  // Waiting calls go on a channel of their own to each replica (they must
+  // not fill the HTTP/2 streams other calls need), with a deadline of
+  // in.wait + kWaitMargin instead of call_deadline. Any failure decides
+  // locally at once, as Admit does (the local engine holds nothing).
+  absl::StatusOr<ClientDecision> AdmitWaiting(const AdmitRequest& in,
+                                              const Canceller* cancel) override;
+  // The same without blocking: `done` runs once, on a gRPC thread (or on
+  // this one, for an answer given without a call).
+  using AdmitDone = std::function<void(absl::StatusOr<ClientDecision>)>;
+  void AdmitWaitingAsync(const AdmitRequest& in, const Canceller* cancel,
+                         AdmitDone done);
+  static constexpr absl::Duration kWaitMargin = absl::Seconds(1);
 
   // The answer to `in` if this client can give it without calling anyone
   // (under a lease, ClientOptions::leases); nullopt otherwise (Admit /

@@ -13,6 +13,21 @@
 // .defer_for) and later calls Run again with options.first_attempt =
 // result.next_attempt. No attempt is consumed by a deferral.
 //
+// Waiting admission (options.waiting, on by default). When the coordinator
+// that answered holds waiting calls (ClientDecision::wait_supported), the
+// loop does not sleep blindly:
+//   * a PROCEED after a failure (a backoff of d, a Retry-After, a last
+//     chance) is followed at once by Admit(n+1) with wait = d (after
+//     sleeping what exceeds engine::kMaxWait): the coordinator answers at d,
+//     or earlier only if the endpoint showed it recovered;
+//   * with options.park_in_loop (default), a DEFER is followed at once by
+//     Admit(n) with wait = min(defer_for, engine::kMaxWait), again after
+//     each DEFER that comes back: the delivery is held by the coordinator
+//     and recalled the moment its endpoint can take it, instead of ending
+//     the run.
+// A waiting Admit is cancelled with the run (Coordinator::AdmitWaiting). A
+// coordinator without it (wait_supported false) gets the loop above.
+//
 // Cancellation (the Canceller, e.g. shutdown) interrupts any wait at once and
 // ends the run with kCancelled before the next attempt is sent; an attempt
 // already running is let finish and reported (the coordinator's state must
@@ -75,6 +90,10 @@ struct RetryLoopOptions {
   const engine::Clock* clock = nullptr;
   // Called with every decision received, before acting on it. Optional.
   std::function<void(const DecisionEvent&)> on_decision;
+  // Waiting admission (see the top): for backoffs, and with park_in_loop
+  // for DEFERs too.
+  bool waiting = true;
+  bool park_in_loop = true;
 };
 
 enum class LoopEnd : uint8_t {
@@ -115,6 +134,7 @@ class RetryLoop {
                     const AttemptFn& attempt) const;
 
  private:
+  class Delivery;  // one run's state (retry_loop.cc)
   Coordinator* coordinator_;
   const Canceller* canceller_;
   RetryLoopOptions options_;

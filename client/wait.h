@@ -16,6 +16,10 @@
 #ifndef STAGGER_CLIENT_WAIT_H_
 #define STAGGER_CLIENT_WAIT_H_
 
+#include <cstdint>
+#include <functional>
+#include <map>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -40,9 +44,47 @@ class Canceller {
   // As WaitFor, until the real-time instant `deadline`.
   bool WaitUntil(absl::Time deadline) const;
 
+  // Runs `fn` once when Cancel() is called (at once, on this thread, if it
+  // was already), until the returned subscription is destroyed: for waits
+  // that are not a sleep (a waiting call to the coordinator, cancelled
+  // through its context). `fn` runs on Cancel()'s thread, without the
+  // Canceller's lock; it must not destroy its own subscription.
+  class Subscription {
+   public:
+    Subscription() = default;
+    Subscription(Subscription&& o) noexcept : owner_(o.owner_), id_(o.id_) {
+      o.owner_ = nullptr;
+    }
+    Subscription& operator=(Subscription&& o) noexcept {
+      if (this != &o) {
+        Reset();
+        owner_ = o.owner_;
+        id_ = o.id_;
+        o.owner_ = nullptr;
+      }
+      return *this;
+    }
+    ~Subscription() { Reset(); }
+    // Unsubscribes now (waiting for the callback if it is running).
+    void Reset();
+
+   private:
+    friend class Canceller;
+    Subscription(const Canceller* owner, uint64_t id)
+        : owner_(owner), id_(id) {}
+    const Canceller* owner_ = nullptr;
+    uint64_t id_ = 0;
+  };
+  Subscription OnCancel(std::function<void()> fn) const;
+
  private:
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  mutable uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  mutable std::map<uint64_t, std::function<void()>> on_cancel_
+      ABSL_GUARDED_BY(mu_);
+  // The subscription whose callback runs now (its destructor waits).
+  mutable uint64_t running_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Free-function form: canceller.WaitFor(timeout). True if the wait ran its

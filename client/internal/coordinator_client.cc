@@ -43,9 +43,14 @@ namespace {
 // How often each of several replicas' health is asked (Replica).
 constexpr absl::Duration kHealthInterval = absl::Milliseconds(250);
 
+// `own_connection`: a connection of its own (for waiting calls: they must
+// not take the HTTP/2 streams the other calls need), not shared with the
+// other channels to the same target.
 std::shared_ptr<grpc::Channel> MakeReplicaChannel(const ClientOptions& options,
-                                                  const std::string& target) {
+                                                  const std::string& target,
+                                                  bool own_connection = false) {
   grpc::ChannelArguments args;
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Reconnect at least every recheck interval, so a probe after the
   // interval finds a fresh connection attempt rather than a channel still
   // in its exponential reconnect backoff (default: up to 120 s).
@@ -116,6 +121,8 @@ class CoordinatorClient::Impl {
 
   absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in);
   absl::StatusOr<ClientDecision> Report(const ReportRequest& in);
+  void AdmitWaitingAsync(const AdmitRequest& in, const Canceller* cancel,
+                         AdmitDone done);
   std::optional<ClientDecision> AdmitUnderLease(const AdmitRequest& in) {
     return LeasedAdmit(membership_->Peek(in.endpoint).get(), in);
   }
@@ -194,6 +201,9 @@ std::shared_ptr<Replica> CoordinatorClient::Impl::MakeReplica(
   o.metrics = &metrics_;
   o.on_change = [this] { metrics_.SetCoordinatorUp(coordinator_up()); };
   if (options_.leases) o.sync = LeaseOptions(options_, clock_);
+  if (options_.channel == nullptr) {
+    o.waiting_channel = MakeReplicaChannel(options_, m.target, true);
+  }
   return std::make_shared<Replica>(
       m.name, m.target,
       options_.channel != nullptr ? options_.channel
@@ -317,6 +327,59 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
       [&](absl::Status cause) { return local_.Admit(in, std::move(cause)); });
 }
 
+// One waiting call in flight: its request (the input borrows its endpoint),
+// response, context, replica and the caller's cancellation.
+struct WaitingAdmit {
+  v1::AdmitRequest req;
+  v1::AdmitResponse resp;
+  grpc::ClientContext ctx;
+  std::shared_ptr<Replica> replica;
+  CoordinatorClient::AdmitDone done;
+  Canceller::Subscription cancel;  // destroyed first: before ctx
+};
+
+void CoordinatorClient::Impl::AdmitWaitingAsync(const AdmitRequest& in,
+                                                const Canceller* cancel,
+                                                AdmitDone done) {
+  std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
+  if (std::optional<ClientDecision> d = LeasedAdmit(r.get(), in)) {
+    return done(*d);
+  }
+  if (r == nullptr) {
+    return done(local_.Admit(in, absl::UnavailableError(kConsideredDown)));
+  }
+  auto call = std::make_shared<WaitingAdmit>();
+  wire::ToProto(in, &call->req);
+  call->replica = r;
+  call->done = std::move(done);
+  PrepareContext(&call->ctx, in.wait + kWaitMargin);
+  if (cancel != nullptr) {
+    grpc::ClientContext* ctx = &call->ctx;
+    call->cancel = cancel->OnCancel([ctx] { ctx->TryCancel(); });
+  }
+  r->waiting_stub()->async()->Admit(
+      &call->ctx, &call->req, &call->resp,
+      [this, call, cancel](grpc::Status s) {
+        call->cancel.Reset();
+        AdmitDone done = std::move(call->done);
+        if (s.ok()) {
+          absl::StatusOr<ClientDecision> d = FromResponse(call->resp, clock_->Now());
+          if (d.ok()) call->replica->MarkUp();
+          return done(d);
+        }
+        if (cancel != nullptr && cancel->cancelled()) {
+          return done(absl::CancelledError("cancelled while waiting"));
+        }
+        absl::Status cause;
+        if (absl::Status err = ClassifyRpcError(call->replica.get(), s, &cause);
+            !err.ok()) {
+          return done(err);
+        }
+        absl::StatusOr<engine::AdmitInput> in = wire::FromProto(call->req);
+        done(in.ok() ? local_.Admit(*in, cause) : in.status());
+      });
+}
+
 absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Report(
     const ReportRequest& in) {
   std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
@@ -434,6 +497,23 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Admit(
 absl::StatusOr<ClientDecision> CoordinatorClient::Report(
     const ReportRequest& in) {
   return impl_->Report(in);
+}
+void CoordinatorClient::AdmitWaitingAsync(const AdmitRequest& in,
+                                          const Canceller* cancel,
+                                          AdmitDone done) {
+  impl_->AdmitWaitingAsync(in, cancel, std::move(done));
+}
+absl::StatusOr<ClientDecision> CoordinatorClient::AdmitWaiting(
+    const AdmitRequest& in, const Canceller* cancel) {
+  if (in.wait <= absl::ZeroDuration()) return Admit(in);
+  absl::Notification answered;
+  absl::StatusOr<ClientDecision> out;
+  AdmitWaitingAsync(in, cancel, [&](absl::StatusOr<ClientDecision> d) {
+    out = std::move(d);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return out;
 }
 std::optional<ClientDecision> CoordinatorClient::AdmitUnderLease(
     const AdmitRequest& in) {

@@ -14,6 +14,9 @@ Replica::Replica(std::string name, std::string target,
       target_(std::move(target)),
       channel_(std::move(channel)),
       stub_(v1::RetryCoordinator::NewStub(channel_)),
+      waiting_stub_(v1::RetryCoordinator::NewStub(
+          options.waiting_channel != nullptr ? options.waiting_channel
+                                             : channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)),
       options_(std::move(options)) {
   channel_->GetState(/*try_to_connect=*/true);  // connect before first call

@@ -60,6 +60,8 @@ class Replica {
     std::function<void()> on_change;
     // Set: keep a lease stream to this replica.
     std::optional<SyncSession::Options> sync;
+    // For waiting calls (their own connection); null: `channel`.
+    std::shared_ptr<grpc::Channel> waiting_channel;
   };
   Replica(std::string name, std::string target,
           std::shared_ptr<grpc::Channel> channel, Options options);
@@ -70,6 +72,8 @@ class Replica {
   const std::string& name() const { return name_; }
   const std::string& target() const { return target_; }
   v1::RetryCoordinator::Stub* stub() { return stub_.get(); }
+  // For waiting calls (Options::waiting_channel).
+  v1::RetryCoordinator::Stub* waiting_stub() { return waiting_stub_.get(); }
   // The lease stream; null without leases.
   SyncSession* sync() { return sync_.get(); }
 
@@ -93,6 +97,7 @@ class Replica {
   const std::string target_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::RetryCoordinator::Stub> stub_;
+  const std::unique_ptr<v1::RetryCoordinator::Stub> waiting_stub_;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   const Options options_;
   std::atomic<bool> serving_{true};

@@ -27,8 +27,10 @@ absl::StatusOr<ClientDecision> FromWire(const v1::Decision& d,
                                         absl::Time now) {
   absl::StatusOr<engine::Decision> e = wire::FromProto(d, now);
   if (!e.ok()) return e.status();
-  return ToClientDecision(*e, now, DecisionSource::kCoordinator,
-                          absl::OkStatus());
+  ClientDecision out = ToClientDecision(*e, now, DecisionSource::kCoordinator,
+                                        absl::OkStatus());
+  out.wait_supported = d.wait_supported();
+  return out;
 }
 
 }  // namespace stagger::client

@@ -114,12 +114,6 @@ absl::Status CheckSyncUpLimits(const v1::SyncUp& up) {
   if (static_cast<size_t>(up.lease_acks_size()) > max) {
     return TooMany("lease_acks", max, up.lease_acks_size());
   }
-  if (static_cast<size_t>(up.waiting_size()) > max) {
-    return TooMany("waiting", max, up.waiting_size());
-  }
-  if (static_cast<size_t>(up.returns_size()) > max) {
-    return TooMany("returns", max, up.returns_size());
-  }
   return absl::OkStatus();
 }
 

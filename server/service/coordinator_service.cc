@@ -44,12 +44,13 @@ grpc::ServerUnaryReactor* CoordinatorService::MaybeHold(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
     grpc::ByteBuffer* resp) {
   v1::AdmitRequest request;
-  if (!rpc::ParseRequest(*req, &request) || !request.has_wait() ||
-      !waits_->HasRoom()) {
+  if (!rpc::ParseRequest(*req, &request) || !request.has_wait()) {
     return nullptr;
   }
   absl::StatusOr<engine::AdmitInput> in = FromProto(request);
-  if (!in.ok() || in->wait <= absl::ZeroDuration()) return nullptr;
+  if (!in.ok() || in->wait <= absl::ZeroDuration() || !waits_->HasRoom()) {
+    return nullptr;
+  }
   const absl::Time now = clock_->Now();
   engine::WaitState w;
   w.since = now;

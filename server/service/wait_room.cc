@@ -44,11 +44,22 @@ WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
 
 WaitRoom::~WaitRoom() { Shutdown(); }
 
+bool WaitRoom::HasRoom() {
+  if (waiting() < static_cast<int64_t>(options_.max_waiting)) return true;
+  CountOverflow();
+  return false;
+}
+
+void WaitRoom::CountOverflow() {
+  overflows_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->RecordWaitingOverflow();
+}
+
 bool WaitRoom::Hold(WaitingCall* call, absl::Time recheck) {
   absl::MutexLock l(&mu_);
-  if (stop_ || where_.size() >= options_.max_waiting) {
-    overflows_.fetch_add(1, std::memory_order_relaxed);
-    if (metrics_ != nullptr) metrics_->RecordWaitingOverflow();
+  if (stop_) return false;  // shutting down: answered now, no overflow
+  if (where_.size() >= options_.max_waiting) {
+    CountOverflow();
     return false;
   }
   std::string key(call->in().endpoint);
@@ -84,7 +95,9 @@ void WaitRoom::Wake(absl::string_view endpoint) {
   if (waiting() == 0) return;
   absl::MutexLock l(&mu_);
   auto it = lines_.find(endpoint);
-  if (it != lines_.end()) Schedule(it->first, it->second, clock_->Now());
+  if (it == lines_.end()) return;
+  poked_ = true;
+  Schedule(it->first, it->second, clock_->Now());
 }
 
 void WaitRoom::WakeIf(const std::function<bool(absl::string_view)>& match) {
@@ -94,6 +107,7 @@ void WaitRoom::WakeIf(const std::function<bool(absl::string_view)>& match) {
   for (auto& [key, line] : lines_) {
     if (match(key)) Schedule(key, line, now);
   }
+  poked_ = true;
 }
 
 void WaitRoom::Cancel(WaitingCall* call) {
@@ -111,13 +125,17 @@ void WaitRoom::Run() {
   while (!stop_) {
     const absl::Time next =
         timers_.empty() ? absl::InfiniteFuture() : timers_.top().first;
-    if (next > clock_->Now()) {
+    if (const absl::Duration left = next - clock_->Now();
+        left > absl::ZeroDuration()) {
       // Sleeps until the first timer, or until an earlier one (or the
-      // stop) arrives.
+      // stop) arrives. The sleep is measured on `clock_` (a test's fake
+      // clock too: a test that moves it on wakes the line it means).
       const auto woken = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!timers_.empty() && timers_.top().first < next);
+        return stop_ || poked_ ||
+               (!timers_.empty() && timers_.top().first < next);
       };
-      mu_.AwaitWithDeadline(absl::Condition(&woken), next);
+      mu_.AwaitWithTimeout(absl::Condition(&woken), left);
+      poked_ = false;
       continue;
     }
     Timer t = timers_.top();
@@ -213,10 +231,10 @@ void WaitRoom::Shutdown() {
     for (auto& [key, line] : lines_) {
       while (!line.by_expiry.empty()) {
         WaitingCall* call = line.by_expiry.begin()->call;
+        Remove(line, call);  // before its expiry (part of the key) changes
         call->wait().until = now;
         absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
             call->in(), &call->wait(), engine::WaitStep::kExpire);
-        Remove(line, call);
         if (o.ok() && o->answer.has_value()) answers.push_back({call, *o->answer});
       }
     }

@@ -98,10 +98,9 @@ class WaitRoom {
   void Shutdown();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
-  // Whether Hold would take one more call now.
-  bool HasRoom() const {
-    return waiting() < static_cast<int64_t>(options_.max_waiting);
-  }
+  // Whether Hold would take one more call now; if not, the call is
+  // counted as an overflow (the caller answers it as an Admit now).
+  bool HasRoom();
   int64_t overflows() const {
     return overflows_.load(std::memory_order_relaxed);
   }
@@ -143,6 +142,7 @@ class WaitRoom {
   void Schedule(const std::string& key, Line& line, absl::Time at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Answer> answers);
+  void CountOverflow();
 
   engine::Engine* const engine_;
   const engine::Clock* const clock_;
@@ -151,6 +151,9 @@ class WaitRoom {
   metrics::ServerMetrics* const metrics_;
   std::atomic<int64_t> waiting_{0};
   std::atomic<int64_t> overflows_{0};
+  // Wake was called: the timer thread measures its sleep again (a test's
+  // fake clock may have moved past a look it was sleeping towards).
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

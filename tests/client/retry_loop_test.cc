@@ -425,5 +425,149 @@ TEST(RetryLoopWithClientTest, LocalFallbackDrivesTheLoopToSuccess) {
   }
 }
 
+// ---- Waiting admission ------------------------------------------------
+// With a coordinator that holds waiting calls (wait_supported), the loop
+// asks instead of sleeping: Admit(n+1) with wait = the backoff, and with
+// park_in_loop an Admit with wait = defer_for after each DEFER.
+
+ClientDecision Waits(ClientDecision d) {
+  d.wait_supported = true;
+  return d;
+}
+
+TEST_F(RetryLoopTest, ABackoffIsWaitedAtTheCoordinatorNotInASleep) {
+  coord_.Expect({Call::kAdmit, 1, {}, Waits(Proceed(1, Reason::kInitialJitter,
+                                                    absl::ZeroDuration()))});
+  coord_.Expect({Call::kReport, 1, Outcome::kRetryableFailure,
+                 Waits(Proceed(2, Reason::kBackoff, absl::Seconds(2)))});
+  coord_.Expect({Call::kAdmit, 2, {}, Waits(Proceed(2, Reason::kReleased,
+                                                    absl::ZeroDuration()))});
+  coord_.Expect({Call::kReport, 2, Outcome::kSuccess,
+                 Final(Verdict::kDone, 2, Reason::kSucceeded)});
+  RetryLoop loop(&coord_, &canceller_, Options());
+  const LoopResult r = loop.Run(
+      "e", Attempts({{Outcome::kRetryableFailure, std::nullopt},
+                     {Outcome::kSuccess, std::nullopt}}));
+  EXPECT_EQ(r.end, LoopEnd::kSucceeded);
+  // No sleep for the backoff: the coordinator held Admit #2 instead.
+  EXPECT_THAT(waiter_.waits, ElementsAre(absl::ZeroDuration(),
+                                         absl::ZeroDuration(),
+                                         absl::ZeroDuration()));
+  ASSERT_EQ(coord_.admits.size(), 2u);
+  EXPECT_EQ(coord_.admits[0].wait, absl::ZeroDuration());
+  EXPECT_EQ(coord_.admits[1].wait, absl::Seconds(2));
+}
+
+TEST_F(RetryLoopTest, ABackoffOverTheLongestWaitSleepsTheRestFirst) {
+  coord_.Expect({Call::kAdmit, 1, {}, Waits(Proceed(1, Reason::kInitialJitter,
+                                                    absl::ZeroDuration()))});
+  coord_.Expect({Call::kReport, 1, Outcome::kRetryableFailure,
+                 Waits(Proceed(2, Reason::kBackoff, absl::Seconds(90)))});
+  coord_.Expect({Call::kAdmit, 2, {}, Waits(Proceed(2, Reason::kAdmitted,
+                                                    absl::ZeroDuration()))});
+  coord_.Expect({Call::kReport, 2, Outcome::kSuccess,
+                 Final(Verdict::kDone, 2, Reason::kSucceeded)});
+  RetryLoop loop(&coord_, &canceller_, Options());
+  loop.Run("e", Attempts({{Outcome::kRetryableFailure, std::nullopt},
+                          {Outcome::kSuccess, std::nullopt}}));
+  EXPECT_THAT(waiter_.waits, ElementsAre(absl::ZeroDuration(),
+                                         absl::Seconds(30),
+                                         absl::ZeroDuration()));
+  EXPECT_EQ(coord_.admits[1].wait, engine::kMaxWait);
+}
+
+TEST_F(RetryLoopTest, AParkedDeliveryWaitsInTheLoopUntilReleased) {
+  coord_.Expect({Call::kAdmit, 3, {}, Waits(Defer(3, Reason::kCircuitOpen,
+                                                  absl::Seconds(5)))});
+  coord_.Expect({Call::kAdmit, 3, {}, Waits(Defer(3, Reason::kCircuitOpen,
+                                                  absl::Seconds(90)))});
+  coord_.Expect({Call::kAdmit, 3, {}, Waits(Proceed(3, Reason::kReleased,
+                                                    absl::ZeroDuration()))});
+  coord_.Expect({Call::kReport, 3, Outcome::kSuccess,
+                 Final(Verdict::kDone, 3, Reason::kSucceeded)});
+  RetryLoopOptions o = Options();
+  o.first_attempt = 3;
+  RetryLoop loop(&coord_, &canceller_, o);
+  const LoopResult r = loop.Run("e", Attempts({{Outcome::kSuccess, std::nullopt}}));
+  EXPECT_EQ(r.end, LoopEnd::kSucceeded);
+  ASSERT_EQ(coord_.admits.size(), 3u);
+  EXPECT_EQ(coord_.admits[1].wait, absl::Seconds(5));
+  EXPECT_EQ(coord_.admits[2].wait, engine::kMaxWait) << "at most the longest";
+}
+
+TEST_F(RetryLoopTest, WithoutParkInLoopADeferStillEndsTheRun) {
+  coord_.Expect({Call::kAdmit, 1, {}, Waits(Defer(1, Reason::kCircuitOpen,
+                                                  absl::Seconds(5)))});
+  RetryLoopOptions o = Options();
+  o.park_in_loop = false;
+  RetryLoop loop(&coord_, &canceller_, o);
+  EXPECT_EQ(loop.Run("e", Attempts({})).end, LoopEnd::kDeferred);
+  EXPECT_TRUE(coord_.done());
+}
+
+TEST_F(RetryLoopTest, WithWaitingOffABackoffIsSleptAsBefore) {
+  coord_.Expect({Call::kAdmit, 1, {}, Waits(Proceed(1, Reason::kInitialJitter,
+                                                    absl::ZeroDuration()))});
+  coord_.Expect({Call::kReport, 1, Outcome::kRetryableFailure,
+                 Waits(Proceed(2, Reason::kBackoff, absl::Seconds(2)))});
+  coord_.Expect({Call::kAdmit, 2, {}, Waits(Defer(2, Reason::kCircuitOpen,
+                                                  absl::Seconds(5)))});
+  RetryLoopOptions o = Options();
+  o.waiting = false;
+  RetryLoop loop(&coord_, &canceller_, o);
+  const LoopResult r =
+      loop.Run("e", Attempts({{Outcome::kRetryableFailure, std::nullopt}}));
+  EXPECT_EQ(r.end, LoopEnd::kDeferred);
+  EXPECT_THAT(waiter_.waits, ElementsAre(absl::ZeroDuration(), absl::Seconds(2)));
+  EXPECT_EQ(coord_.admits[1].wait, absl::ZeroDuration());
+}
+
+// A coordinator that holds every waiting Admit until the run is cancelled.
+class HoldingCoordinator final : public Coordinator {
+ public:
+  absl::StatusOr<ClientDecision> Admit(const engine::AdmitInput& in) override {
+    return Waits(Defer(in.attempt, Reason::kCircuitOpen, absl::Seconds(30)));
+  }
+  absl::StatusOr<ClientDecision> Report(const engine::ReportInput&) override {
+    return absl::InternalError("no attempt is sent");
+  }
+  absl::StatusOr<ClientDecision> AdmitWaiting(const engine::AdmitInput& in,
+                                              const Canceller* cancel) override {
+    held.Notify();
+    absl::Notification cancelled;
+    Canceller::Subscription sub = cancel->OnCancel([&] { cancelled.Notify(); });
+    cancelled.WaitForNotification();
+    return absl::CancelledError("cancelled while waiting");
+  }
+  absl::Notification held;
+};
+
+TEST_F(RetryLoopTest, CancellingAWaitingAdmitEndsTheRunAtOnce) {
+  HoldingCoordinator coord;
+  RetryLoop loop(&coord, &canceller_, Options());
+  LoopResult r;
+  std::thread run([&] { r = loop.Run("e", Attempts({})); });
+  coord.held.WaitForNotification();
+  canceller_.Cancel();
+  run.join();
+  EXPECT_EQ(r.end, LoopEnd::kCancelled);
+  EXPECT_TRUE(sent_.empty());
+}
+
+TEST(CancellerTest, ASubscriptionRunsOnceOnCancelAndNotAfterItIsGone) {
+  Canceller c;
+  int ran = 0;
+  {
+    Canceller::Subscription gone = c.OnCancel([&] { ran += 100; });
+  }
+  Canceller::Subscription kept = c.OnCancel([&] { ++ran; });
+  c.Cancel();
+  c.Cancel();
+  EXPECT_EQ(ran, 1);
+  // Subscribing after the cancel runs at once.
+  Canceller::Subscription late = c.OnCancel([&] { ran += 10; });
+  EXPECT_EQ(ran, 11);
+}
+
 }  // namespace
 }  // namespace stagger::client

@@ -27,6 +27,7 @@
 
 #include "absl/time/time.h"
 #include "google/protobuf/stubs/logging.h"
+#include "core/engine/endpoint_key.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
 #include "core/lease/lease_book.h"

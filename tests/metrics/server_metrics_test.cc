@@ -551,6 +551,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"method", kMethods},
       {"result", {"success", "failure"}},
       {"attempt", Attempts(20)},
+      {"direction", {"in", "out"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(

@@ -3,6 +3,12 @@
 step.
 
   flags_documented_test.py --staggerd BIN --doc docs/OPERATING.md [--self_test]
+  flags_documented_test.py --staggerd BIN --folder agent --doc docs/AGENT.md
+                           --no_transport_table [--self_test]
+
+(--folder: whose flags: those defined under that folder, "server" by
+default; stagger-agent's are under agent/, its guide docs/AGENT.md, and it
+has no Transport limits table.)
 
 The flags the binary defines are read from the binary itself: `staggerd
 --helpfull` groups every flag under "Flags from FILE:" with its default
@@ -31,6 +37,7 @@ document in memory, is caught (so this test can fail).
 """
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -85,9 +92,16 @@ def parse_help(text):
     return out
 
 
+FOLDER = "server"
+TRANSPORT = True
+# Flags each program has always had (they guard the parsing itself).
+MUST = {"server": ("address", "config", "metrics_address"),
+        "agent": ("listen", "coordinator", "metrics_address")}
+
+
 def is_staggerd_file(path):
-    # The same rule as core/cli/usage.cc's IsFlagFileUnder(file, "server").
-    return path.startswith("server/") or "/server/" in path
+    # The same rule as core/cli/usage.cc's IsFlagFileUnder(file, FOLDER).
+    return path.startswith(FOLDER + "/") or "/%s/" % FOLDER in path
 
 
 def flag_rows(doc_text):
@@ -224,9 +238,10 @@ def check_binary(staggerd):
     for path, flags in full.items():
         if is_staggerd_file(path):
             defined.update(flags)
-    print("staggerd defines: %s" % ", ".join(sorted(defined)))
+    print("%s defines: %s" % (os.path.basename(staggerd),
+                              ", ".join(sorted(defined))))
     # Guards the parsing itself: these flags have always existed.
-    for must in ("address", "config", "metrics_address"):
+    for must in MUST[FOLDER]:
         if must not in defined:
             errors.append("--helpfull parsing found no --%s (groups: %s)"
                           % (must, sorted(full)))
@@ -266,7 +281,7 @@ def self_test(defined, doc_text):
     def in_transport_table(old, new):
         return replace_in_transport_table(doc_text, old, new)
 
-    cases += [
+    transport_cases = [] if not TRANSPORT else [
         ("a transport default changed in the document only",
          in_transport_table("| 64 MiB", "| 32 MiB"),
          "--max_receive_message_bytes's default is 64 MiB"),
@@ -281,9 +296,10 @@ def self_test(defined, doc_text):
          doc_text.replace("Transport limits (", "Transport limits, ", 1),
          "no \"Transport limits (...)\" table"),
     ]
-    for what, text, want in cases:
-        got = check_flag_table(defined, text) + \
-            check_transport_limits(defined, text)
+    for what, text, want in cases + transport_cases:
+        got = check_flag_table(defined, text)
+        if TRANSPORT:
+            got += check_transport_limits(defined, text)
         if not any(want in e for e in got):
             failures.append("self-test: %s was not caught (errors: %s)"
                             % (what, got))
@@ -296,13 +312,19 @@ def main():
     ap.add_argument("--doc", required=True,
                     help="the document with the tables (docs/OPERATING.md)")
     ap.add_argument("--self_test", action="store_true")
+    ap.add_argument("--folder", default="server", choices=sorted(MUST))
+    ap.add_argument("--no_transport_table", action="store_true")
     args = ap.parse_args()
+    global FOLDER, TRANSPORT
+    FOLDER = args.folder
+    TRANSPORT = not args.no_transport_table
 
     defined, errors = check_binary(args.staggerd)
     with open(args.doc, encoding="utf-8") as fh:
         doc_text = fh.read()
     errors += check_flag_table(defined, doc_text)
-    errors += check_transport_limits(defined, doc_text)
+    if TRANSPORT:
+        errors += check_transport_limits(defined, doc_text)
     if args.self_test and not errors:
         errors += self_test(defined, doc_text)
     for e in errors:

@@ -43,6 +43,7 @@ class LeaseHubTest : public ::testing::Test {
     engine::EngineConfig config;
     config.default_policy.breaker.consecutive_failures = 3;
     config.default_policy.breaker.half_open_probes = 1;
+    config.default_policy.breaker.close_after_successes = 1;
     engine_ = std::make_unique<engine::Engine>(config, &clock_, &random_);
     hub_ = std::make_unique<LeaseHub>(engine_.get(),
                                       lease::LeaseLedger::Options{kTtl},

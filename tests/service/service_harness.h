@@ -33,6 +33,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/service/coordinator_service.h"
 #include "server/service/server_setup.h"
+#include "server/service/wait_room.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 #include "tests/testing/fake_clock.h"
 
@@ -44,6 +45,9 @@ class ServiceHarness {
     engine::EngineConfig config;  // defaults: the embedded defaults
     bool with_metrics = false;    // a real registry + ServerMetrics
     uint64_t seed = 1;
+    // > 0: a WaitRoom holding at most this many waiting Admits (room());
+    // 0: none, a waiting Admit is answered at once.
+    size_t max_waiting = 0;
   };
 
   ServiceHarness() : ServiceHarness(Options{}) {}
@@ -58,6 +62,12 @@ class ServiceHarness {
     }
     service_ = std::make_unique<service::CoordinatorService>(
         &engine_, metrics_.get(), &clock_);
+    if (options.max_waiting > 0) {
+      room_ = std::make_unique<service::WaitRoom>(
+          &engine_, &clock_, service::WaitRoom::Options{options.max_waiting},
+          nullptr, metrics_.get());
+      service_->set_wait_room(room_.get());
+    }
     grpc::ServerBuilder builder;
     service::ConfigureServerBuilder(builder);
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -93,6 +103,7 @@ class ServiceHarness {
   v1::RetryCoordinator::Stub& stub() { return *stub_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   service::CoordinatorService& service() { return *service_; }
+  service::WaitRoom* room() { return room_.get(); }  // null: none
 
   // The text exposition of the registry (what /metrics would serve), after
   // refreshing the engine gauges. Empty without metrics.
@@ -180,6 +191,7 @@ class ServiceHarness {
   std::unique_ptr<prometheus::Registry> registry_;
   std::unique_ptr<metrics::ServerMetrics> metrics_;
   std::unique_ptr<service::CoordinatorService> service_;
+  std::unique_ptr<service::WaitRoom> room_;  // after service_: gone first
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -34,13 +34,6 @@ using v1::state::Endpoint;
 const std::string kGoldenFile =
     std::string(STAGGER_STATE_TESTDATA) + "/golden-e504113.snap";
 
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class SnapshotFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -64,9 +57,9 @@ class SnapshotFileTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) ASSERT_TRUE((*w)->Add(Record(i)).ok());
     ASSERT_TRUE((*w)->Commit().ok());
   }
-  std::string Bytes() const { return testing::ReadFile(path_); }
+  std::string Bytes() const { return ::stagger::testing::ReadFile(path_); }
   void Put(const std::string& bytes) const {
-    ASSERT_TRUE(testing::WriteFile(path_, bytes)) << path_;
+    ASSERT_TRUE(::stagger::testing::WriteFile(path_, bytes)) << path_;
   }
   // Loads; checks that no record reached the sink unless loaded.
   LoadResult Load() {
@@ -93,7 +86,7 @@ class SnapshotFileTest : public ::testing::Test {
     return f + "SNAP";
   }
 
-  testing::ScratchDir dir_;
+  ::stagger::testing::ScratchDir dir_;
   std::string path_;
   std::vector<Endpoint> loaded_;
 };
@@ -318,7 +311,7 @@ TEST_F(SnapshotFileTest, TheGoldenFileOfE504113LoadsToItsRecords) {
 }
 
 TEST_F(SnapshotFileTest, TodaysWriterWritesTheGoldenFileByteForByte) {
-  const std::string golden = ReadBytes(kGoldenFile);
+  const std::string golden = ::stagger::testing::ReadFile(kGoldenFile);
   ASSERT_GT(golden.size(), 4096u) << "testdata missing: " << kGoldenFile;
   ASSERT_TRUE(testing::WriteGoldenSnapshot(path_).ok());
   const std::string today = Bytes();

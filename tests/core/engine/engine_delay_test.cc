@@ -99,7 +99,13 @@ TEST_F(EngineTest, DecorrelatedStateIsSharedAcrossWorkers) {
 
 TEST_F(EngineTest, DecorrelatedStateResetsOnSuccessOnlyNeverByTime) {
   Make(NoBreaker());
-  for (int i = 0; i < 10; ++i) Fail(kEp, 1);
+  // Fail until the shared delay has grown well past base (jitter decides
+  // how many reports that takes; 200 is far more than any seed needs).
+  Fail(kEp, 1);
+  for (int i = 0; i < 200 && Inspect(kEp).previous_delay <=
+                                 absl::Milliseconds(600); ++i) {
+    Fail(kEp, 1);
+  }
   const absl::Duration built = Inspect(kEp).previous_delay;
   ASSERT_GT(built, absl::Milliseconds(600));
   // Hours pass with no report at all: the state is unchanged.

@@ -95,7 +95,9 @@ TEST_F(LeaseTermsTest, FailuresAtHalfTheRatioThresholdEndClear) {
   // 40 against a trip at 0.5 x 40 = 20: share 0.5.
   for (int i = 0; i < 40; ++i) {
     Report(1, i % 4 == 3 ? Outcome::kRetryableFailure : Outcome::kSuccess);
-    if (i == 38) EXPECT_TRUE(Clear()) << "9 failures: 0.45";
+    if (i == 38) {
+      EXPECT_TRUE(Clear()) << "9 failures: 0.45";
+    }
   }
   EXPECT_FALSE(Clear());
   EXPECT_EQ(Breaker(), BreakerState::kClosed);

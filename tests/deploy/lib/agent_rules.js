@@ -128,13 +128,13 @@ function daemonSetErrors(a, sock, vol, who, err) {
     if (csc.readOnlyRootFilesystem !== true) err(`${cwho}readOnlyRootFilesystem must be true`);
     resourceErrors(c.resources, cwho, err);
   }
-  // A surge pod would bind the node's socket path first, and the old
-  // agent's exit then unlinks it: the new agent serves an unreachable socket.
+  // A surge pod would find the node's socket path served by the old agent
+  // and refuse to start (crash-looping until the old one is gone).
   const us = workload.spec.updateStrategy || {};
   const ru = us.rollingUpdate || {};
   if (us.type !== "RollingUpdate") err(`${who}updateStrategy must be RollingUpdate, got ${JSON.stringify(us)}`);
   if (ru.maxSurge !== undefined && String(ru.maxSurge) !== "0" && String(ru.maxSurge) !== "0%") {
-    err(`${who}updateStrategy maxSurge must be 0: two agents on a node share the socket path, and the old one's exit unlinks the new one's socket`);
+    err(`${who}updateStrategy maxSurge must be 0: two agents on a node share the socket path, and the new one refuses to start while the old one serves it`);
   }
   const ann = meta.annotations || {};
   const mport = flagPort(agent.args, "--metrics_address");
