@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "bench/sim/lease_table.h"
 #include "bench/sim/matrix.h"
 #include "bench/sim/report.h"
 #include "bench/sim/sim.h"
@@ -44,6 +45,7 @@ namespace {
 const stagger::sim::Scenario kDefaults;
 const stagger::engine::PolicyParams& kEngine = kDefaults.engine_policy;
 const stagger::sim::EndpointSpec& kEndpoint0 = kDefaults.endpoints[0];
+const stagger::sim::LeaseModel& kLeases = kDefaults.leases;
 }  // namespace
 
 // The scenario (defaults: sim::Scenario, bench/sim/sim.h).
@@ -87,7 +89,27 @@ ABSL_FLAG(absl::Duration, opening_wave, absl::InfiniteDuration(),
 ABSL_FLAG(std::string, budget_accounting, "every",
           "budget row: 'every' retry spends when sent (Finagle), or only "
           "'failed' retries spend");
+ABSL_FLAG(double, arrival_rate, kDefaults.arrival_rate,
+          "deliveries created per second from t=0; 0 = all at t=0");
+ABSL_FLAG(double, up_failure_share, kEndpoint0.up_failure_share,
+          "share of the attempts that fail (500) while the endpoints are up, "
+          "spread evenly; 0..1");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "random seed");
+// The coordinated fleet's client (also with --scenario and --matrix).
+ABSL_FLAG(bool, waiting_admission, kDefaults.waiting_admission,
+          "coordinated: waiting Admits for deferrals and backoffs, held by "
+          "a model of staggerd's wait room; false: the old client");
+ABSL_FLAG(int, agents, kLeases.agents,
+          "coordinated: agents holding leases; 0 = every call goes to the "
+          "coordinator");
+ABSL_FLAG(absl::Duration, flush_interval, kLeases.flush_interval,
+          "coordinated: each agent sends its counts this often");
+ABSL_FLAG(absl::Duration, push_latency, kLeases.push_latency,
+          "coordinated: one way between an agent and the coordinator");
+ABSL_FLAG(absl::Duration, lease_ttl, kLeases.ttl,
+          "coordinated: the leases' time to live");
+ABSL_FLAG(int, deaf_agents, kLeases.deaf_agents,
+          "coordinated: agents that never apply nor acknowledge a revoke");
 // Overrides of the coordinated row's engine (defaults: the engine's own).
 ABSL_FLAG(absl::Duration, breaker_open_base, kEngine.breaker.open_base,
           "engine: breaker open duration on the first trip");
@@ -122,6 +144,9 @@ ABSL_FLAG(std::string, seeds, "",
 ABSL_FLAG(bool, matrix_strict, false,
           "with --matrix: exit 3 if any scenario misses the bar (for CI)");
 ABSL_FLAG(int, jobs, 1, "with --matrix: simulations run on this many threads");
+ABSL_FLAG(bool, ttl_table, false,
+          "print the lease TTL's effect on time to recovery when one agent "
+          "never acknowledges a revoke (a fixed scenario; --seed applies)");
 // Output.
 ABSL_FLAG(std::string, format, "markdown", "markdown or csv");
 ABSL_FLAG(std::string, plot, "", "write attempts/s over time to this SVG file");
@@ -169,7 +194,19 @@ std::vector<const absl::CommandLineFlag*> ScenarioFlags() {
           &absl::GetFlagReflectionHandle(FLAGS_bucket),
           &absl::GetFlagReflectionHandle(FLAGS_recovery_window),
           &absl::GetFlagReflectionHandle(FLAGS_opening_wave),
-          &absl::GetFlagReflectionHandle(FLAGS_budget_accounting)};
+          &absl::GetFlagReflectionHandle(FLAGS_budget_accounting),
+          &absl::GetFlagReflectionHandle(FLAGS_arrival_rate),
+          &absl::GetFlagReflectionHandle(FLAGS_up_failure_share)};
+}
+
+// The coordinated fleet's client: waiting admission and leases.
+void ApplyFleetFlags(sim::Scenario& s) {
+  s.waiting_admission = absl::GetFlag(FLAGS_waiting_admission);
+  s.leases.agents = absl::GetFlag(FLAGS_agents);
+  s.leases.flush_interval = absl::GetFlag(FLAGS_flush_interval);
+  s.leases.push_latency = absl::GetFlag(FLAGS_push_latency);
+  s.leases.ttl = absl::GetFlag(FLAGS_lease_ttl);
+  s.leases.deaf_agents = absl::GetFlag(FLAGS_deaf_agents);
 }
 
 std::vector<const absl::CommandLineFlag*> EngineFlags() {
@@ -262,12 +299,15 @@ std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
     *exit = 2;
     return std::nullopt;
   }
+  e0.up_failure_share = absl::GetFlag(FLAGS_up_failure_share);
   s.endpoints = {e0};
   for (int i = 1; i < endpoints; ++i) {
     sim::EndpointSpec up;
     up.capacity_per_second = e0.capacity_per_second;
+    up.up_failure_share = e0.up_failure_share;
     s.endpoints.push_back(up);
   }
+  s.arrival_rate = absl::GetFlag(FLAGS_arrival_rate);
   s.concurrency = absl::GetFlag(FLAGS_concurrency);
   s.base = absl::GetFlag(FLAGS_base);
   s.cap = absl::GetFlag(FLAGS_cap);
@@ -374,8 +414,10 @@ std::optional<std::vector<std::vector<sim::ScenarioBar>>> RunMatrixSeeds(
     const std::vector<uint64_t>& seeds, int jobs, bool csv) {
   std::vector<std::vector<sim::ScenarioBar>> bars;
   for (uint64_t seed : seeds) {
+    std::vector<sim::MatrixScenario> grid = sim::MatrixGrid(seed);
+    for (sim::MatrixScenario& m : grid) ApplyFleetFlags(m.scenario);
     absl::StatusOr<std::vector<sim::MatrixResult>> results =
-        sim::RunMatrix(sim::MatrixGrid(seed), jobs);
+        sim::RunMatrix(grid, jobs);
     if (!results.ok()) {
       std::cerr << "simulation failed: " << results.status().message() << "\n";
       return std::nullopt;
@@ -442,6 +484,32 @@ int RunMatrixMode(bool csv) {
   return absl::GetFlag(FLAGS_matrix_strict) && !all ? 3 : 0;
 }
 
+// --ttl_table: the table for --seed (Markdown). Exit 2 if other flags are
+// given, 1 if a run fails.
+int RunTtlTableMode() {
+  std::vector<const absl::CommandLineFlag*> others = ScenarioFlags();
+  for (const absl::CommandLineFlag* f : EngineFlags()) others.push_back(f);
+  for (const char* name :
+       {"scenario", "policies", "plot", "matrix", "seeds", "matrix_strict",
+        "jobs", "format", "waiting_admission", "agents", "flush_interval",
+        "push_latency", "lease_ttl", "deaf_agents"}) {
+    others.push_back(absl::FindCommandLineFlag(name));
+  }
+  if (std::string n = ChangedNames(others); !n.empty()) {
+    std::cerr << "--ttl_table runs a fixed scenario; it does not take " << n
+              << "\n";
+    return 2;
+  }
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<std::vector<sim::TtlRow>> rows = sim::RunTtlTable(seed);
+  if (!rows.ok()) {
+    std::cerr << "simulation failed: " << rows.status().message() << "\n";
+    return 1;
+  }
+  std::cout << sim::FormatTtlTableMarkdown(*rows, seed);
+  return 0;
+}
+
 // Sets --help's text and the flags it lists, then parses the command line.
 void ParseFlags(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -452,6 +520,11 @@ void ParseFlags(int argc, char** argv) {
       "  stagger-sim --matrix [--format=csv] [--seed=N | --seeds=A..B]\n"
       "      every scenario of the grid, every policy, and the bar the "
       "coordinated row (on the engine's defaults) is held to\n"
+      "  stagger-sim --ttl_table [--seed=N]   the lease TTL's effect on "
+      "recovery\n"
+      "The coordinated fleet's client flags (waiting_admission, agents, "
+      "flush_interval, push_latency, lease_ttl, deaf_agents) apply to one "
+      "scenario, --scenario and --matrix.\n"
       "The coordinated row runs on the engine's defaults; the engine flags "
       "(breaker_*, defer_spread, release_rate, budget_*) override them for "
       "one scenario, never for --matrix.");
@@ -501,6 +574,7 @@ int RunScenarioMode(const std::string& format) {
   sim::Scenario& s = *scenario;
   s.seed = absl::GetFlag(FLAGS_seed);
   ApplyEngineFlags(s.engine_policy);
+  ApplyFleetFlags(s);
   const std::optional<std::vector<sim::Policy>> policies = ChosenPolicies();
   if (!policies) return 2;
   if (absl::Status st = sim::ValidateScenario(s); !st.ok()) {
@@ -538,6 +612,7 @@ int main(int argc, char** argv) {
               << "\"\n";
     return 2;
   }
+  if (absl::GetFlag(FLAGS_ttl_table)) return RunTtlTableMode();
   if (absl::GetFlag(FLAGS_matrix)) return RunMatrixMode(format == "csv");
   return RunScenarioMode(format);
 }

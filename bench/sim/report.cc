@@ -45,7 +45,8 @@ std::string EndpointPhrase(const EndpointSpec& e) {
           absl::StrCat("[", Seconds(d.start), ", ", Seconds(d.end), ")"));
     }
     out = absl::StrCat("down in ", absl::StrJoin(spans, ", "),
-                       ", up in between and after");
+                       e.down.size() == 1 ? ", up before and after"
+                                          : ", up in between and after");
   }
   if (!e.down.empty()) {
     absl::StrAppend(&out, e.down_retry_after > absl::ZeroDuration()
@@ -133,13 +134,38 @@ std::string DescribeWorkers(const Scenario& s) {
              : std::string("a worker per delivery (unlimited concurrency)");
 }
 
+namespace {
+
+std::string CsvTime(const std::optional<double>& t) {
+  return t ? absl::StrFormat("%.1f", *t) : std::string("inf");
+}
+
+}  // namespace
+
+std::string DescribeFleet(const Scenario& s) {
+  std::string out = s.waiting_admission
+                        ? "waiting admission"
+                        : "the old client (no waiting admission)";
+  const LeaseModel& m = s.leases;
+  if (m.agents == 0) return absl::StrCat(out, ", no agents");
+  absl::StrAppend(&out, ", ", m.agents, m.agents == 1 ? " agent" : " agents",
+                  " with leases (flush every ", Seconds(m.flush_interval),
+                  ", ", Seconds(m.push_latency), " one way, ttl ",
+                  Seconds(m.ttl));
+  if (m.deaf_agents > 0) {
+    absl::StrAppend(&out, "; ", m.deaf_agents,
+                    " never acknowledging a revoke");
+  }
+  return absl::StrCat(out, ")");
+}
+
 std::string CsvCells(const PolicyResult& r) {
   return absl::StrCat(
       PolicyKey(r.policy), ",", std::llround(r.peak_rps_outage), ",",
-      std::llround(r.peak_rps_recovery), ",",
-      r.time_to_99_s ? absl::StrFormat("%.1f", *r.time_to_99_s)
-                     : std::string("inf"),
-      ",", r.wasted_attempts, ",", r.delivered, ",", r.given_up);
+      std::llround(r.peak_rps_recovery), ",", CsvTime(r.time_to_99_s), ",",
+      r.wasted_attempts, ",", r.delivered, ",", r.given_up, ",",
+      CsvTime(r.recovery_to_99_s), ",", CsvTime(r.limit_s), ",",
+      absl::StrFormat("%.2f", r.messages_per_delivery));
 }
 
 std::string FormatCsv(const std::vector<PolicyResult>& results) {
@@ -160,24 +186,30 @@ std::string MarkdownTable(const Scenario& s,
       "| Policy | Peak attempts/s during outage | Peak attempts/s in the first ",
       Seconds(s.recovery_window),
       " after recovery | Time from recovery to 99% delivered | "
-      "Wasted attempts | Delivered | Given up |",
+      "Wasted attempts | Delivered | Given up | From recovery (or "
+      "Retry-After's end) to 99% | Limit | Coordinator messages/delivery |",
       healthy ? " Always-up endpoints: 99% delivered (from t=0) |" : "",
-      "\n|---|---:|---:|---:|---:|---:|---:|", healthy ? "---:|" : "", "\n");
+      "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+      healthy ? "---:|" : "", "\n");
+  auto time = [](const std::optional<double>& t, const char* none) {
+    return t ? absl::StrFormat("%.1f s", *t) : std::string(none);
+  };
   for (const PolicyResult& r : results) {
     absl::StrAppend(
         &out, "| ", PolicyTitle(r.policy), " | ", Thousands(r.peak_rps_outage),
         " | ", Thousands(r.peak_rps_recovery), " | ",
-        r.time_to_99_s ? absl::StrFormat("%.1f s", *r.time_to_99_s)
-                       : std::string("never"),
-        " | ", Thousands(static_cast<double>(r.wasted_attempts)), " | ",
+        time(r.time_to_99_s, "never"), " | ",
+        Thousands(static_cast<double>(r.wasted_attempts)), " | ",
         Thousands(static_cast<double>(r.delivered)), " | ",
-        Thousands(static_cast<double>(r.given_up)), " |");
+        Thousands(static_cast<double>(r.given_up)), " | ",
+        time(r.recovery_to_99_s, "never"), " | ",
+        time(r.limit_s, "cannot finish"), " | ",
+        r.policy == Policy::kCoordinated
+            ? absl::StrFormat("%.2f", r.messages_per_delivery)
+            : std::string("-"),
+        " |");
     if (healthy) {
-      absl::StrAppend(&out, " ",
-                      r.healthy_time_to_99_s
-                          ? absl::StrFormat("%.1f s", *r.healthy_time_to_99_s)
-                          : std::string("never"),
-                      " |");
+      absl::StrAppend(&out, " ", time(r.healthy_time_to_99_s, "never"), " |");
     }
     absl::StrAppend(&out, "\n");
   }
@@ -196,8 +228,8 @@ std::string MarkdownLegend(const Scenario& s,
       s.horizon > absl::ZeroDuration() ? Seconds(s.horizon)
                                        : std::string("none"),
       "; every answer takes ", Seconds(s.response_time), "; ", s.workers,
-      " worker processes (one retry budget each in the budget row); seed ",
-      s.seed, ". Rates are attempts per ", Seconds(s.bucket),
+      " worker processes (one retry budget each in the budget row); the "
+      "coordinated row with ", DescribeFleet(s), "; seed ", s.seed, ". Rates are attempts per ", Seconds(s.bucket),
       " bucket. The outage peak is taken after the ", Seconds(OpeningWave(s)),
       " opening wave, in which every row sends its first attempts and the "
       "retries whose intervals are shorter than a bucket (opening-wave "

@@ -16,10 +16,13 @@
 
 namespace stagger::sim {
 
-// Exactly this header line, then one line per result, in order.
+// Exactly this header line, then one line per result, in order. The last
+// three: PolicyResult::recovery_to_99_s and limit_s ("inf": never / the
+// backlog cannot finish) to 0.1 s, and coordinator messages per delivery
+// to 0.01 (0 for the independent rows, which talk to no coordinator).
 inline constexpr char kCsvHeader[] =
     "policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,wasted_attempts,"
-    "delivered,given_up";
+    "delivered,given_up,recovery_to_99_s,limit_s,messages_per_delivery";
 
 std::string FormatCsv(const std::vector<PolicyResult>& results);
 // One result's line of that table, without the newline.
@@ -34,9 +37,13 @@ std::string Thousands(double v);
 std::string DescribeEndpoints(const Scenario& s);
 // "a worker per delivery (unlimited concurrency)" or the pool's size.
 std::string DescribeWorkers(const Scenario& s);
+// The coordinated fleet's client: "waiting admission; 4 agents with leases
+// (flush 500ms, 1ms one way, ttl 5s)", or the old client, or no agents.
+std::string DescribeFleet(const Scenario& s);
 
-// A Markdown table (same columns as the CSV, with titles), then a short
-// legend: the scenario and, for each row that gave up, why.
+// A Markdown table (the CSV's columns, with titles; messages per delivery
+// only for the coordinated row), then a short legend: the scenario and, for
+// each row that gave up, why.
 std::string FormatMarkdown(const Scenario& s,
                            const std::vector<PolicyResult>& results);
 

@@ -3,23 +3,51 @@
 // recover, on a virtual clock.
 //
 // The model (Scenario):
-//  - `subscriptions` deliveries are created at t=0 and assigned to the
-//    scenario's endpoints by share (smooth weighted round-robin: equal
-//    shares give 0, 1, 2, ..., 0, 1, 2, ...).
+//  - `subscriptions` deliveries are created at t=0 (or one every
+//    1/arrival_rate s from t=0) and assigned to the scenario's endpoints by
+//    share (smooth weighted round-robin: equal shares give 0, 1, 2, ..., 0,
+//    1, 2, ...).
 //  - Each endpoint has a failure schedule (a list of down intervals; one
 //    interval [0, outage) is the default scenario's outage, several are a
 //    flapping endpoint), a failure kind while down (500 = RETRYABLE_FAILURE, or
-//    503 with Retry-After = RATE_LIMITED + retry_after), and a capacity while
-//    up (attempts above it fail like an overloaded server's 503, no
+//    503 with Retry-After = RATE_LIMITED + retry_after), a share of attempts
+//    that fail while up (a flaky endpoint), and a capacity while up
+//    (attempts above it fail like an overloaded server's 503, no
 //    Retry-After).
 //  - A shared pool of `concurrency` workers (0 = unlimited) runs the
 //    deliveries. A delivery takes a worker when it starts and queues for one
-//    FIFO when none is free (at t=0 in delivery order; a parked delivery
-//    coming back joins at the back). An independent client holds its worker
+//    FIFO when none is free (in creation order; a parked delivery coming
+//    back joins at the back). An independent client holds its worker
 //    until it ends (its backoff sleeps happen in the worker's thread, as in
-//    an in-process retry loop); a coordinated one holds it through PROCEED
-//    delays (RetryLoop waits) but frees it on DEFER (the delivery is parked
-//    and queues for a worker again at defer_until) and at its end.
+//    an in-process retry loop). A coordinated one holds it while it is
+//    admitted, sending and reporting, and frees it on DEFER (the delivery is
+//    parked) and at its end; see "The coordinated fleet" below for its
+//    waits.
+//
+// The coordinated fleet (Policy::kCoordinated) drives one engine::Engine, on
+// the engine's own defaults (DefaultCoordinatedPolicy), exactly as workers
+// would through the client: Admit before every attempt, Report after it,
+// each with the delivery's deadline (creation + horizon), first-attempt
+// time (creation) and the admission token of the Admit that let it go.
+//  - Waiting admission (Scenario::waiting_admission, the default; proto
+//    AdmitRequest.wait): after a DEFER the delivery asks again at once with
+//    wait = min(defer_for, engine::kMaxWait), and after a failure Report
+//    answered PROCEED with delay d (BACKOFF or RETRY_AFTER) it asks
+//    Admit(attempt + 1, wait = min(d, kMaxWait)) at once. A model of
+//    staggerd's wait room (wait_room_model.h) holds those calls. A held call
+//    holds no worker (the client keeps it as a pending call, as it keeps a
+//    parked delivery's timer): when it is answered PROCEED the delivery
+//    queues for a worker at the front of the line (its slot at the
+//    endpoint's learned pace, or its probe, is now) and sends once it has
+//    one; answered DEFER, it asks again at once. Without waiting admission
+//    (the old client): a PROCEED delay is waited in the worker, and a DEFER
+//    parks the delivery and Admits the same attempt again at defer_until.
+//  - Agents with leases (Scenario::leases, agents > 0; core/lease/): the
+//    deliveries are spread over the agents round-robin; each agent keeps a
+//    lease::LeaseBook and answers first attempts and successes locally under
+//    a lease; the coordinator is the engine plus a lease::LeaseLedger
+//    (lease_model.h has the messages and their timing).
+//  - A GIVE_UP dead-letters the delivery. One engine key per endpoint.
 //
 // Contract:
 //  - No real time passes: events sit in a priority queue ordered by
@@ -39,14 +67,7 @@
 //    worker process (Scenario::workers processes, deliveries assigned
 //    round-robin), asked when a retry is due: a refused retry is skipped (not
 //    sent, not counted against the attempt limit) and the delivery waits for
-//    its next backoff slot.
-//  - kCoordinated drives one engine::Engine, on the engine's own defaults
-//    (DefaultCoordinatedPolicy), exactly as workers would through the
-//    client's RetryLoop: Admit before every attempt, Report after it, each
-//    with the delivery's deadline (creation + horizon) and first-attempt
-//    time (creation); a PROCEED delay is waited before sending, a DEFER
-//    parks the delivery and Admits the same attempt again at defer_until, a
-//    GIVE_UP dead-letters it. One engine key per endpoint.
+//    its next backoff slot. They talk to no coordinator and see no lease.
 //  - Nothing is lost: at the end every delivery is delivered or given up
 //    with an engine::Reason (unfinished counts the ones still pending when
 //    the max_virtual_time guard stopped the run; 0 in any sane scenario).
@@ -54,8 +75,9 @@
 // Units: durations are absl::Duration; rates are attempts per second of
 // virtual time; times in results are seconds since the recovery (the end of
 // the last down interval of any endpoint, Recovery()), except
-// healthy_time_to_99_s, which counts from t=0 (when every delivery is
-// created).
+// healthy_time_to_99_s, first_trip_s and first_probe_s, which count from
+// t=0, and recovery_to_99_s, from the recovery or the end of the last
+// Retry-After window if later.
 // stagger-sim --matrix runs a fixed grid of such scenarios (matrix.h).
 // Simulations share nothing: separate ones may run on separate threads
 // (RunMatrix does); one simulation is single-threaded.
@@ -128,6 +150,15 @@ struct EndpointSpec {
   // attempts above it fail like an overloaded server's 503 (no
   // Retry-After). 0 = unlimited.
   double capacity_per_second = 0;
+  // While up, this share of the attempts it receives fail (500), spread
+  // evenly: the k-th attempt received while up fails iff
+  // floor(k * share) > floor((k - 1) * share), so every run of attempts
+  // fails in that share (within one). 0..1 (exclusive); 0 = never.
+  double up_failure_share = 0;
+  // While down, this share of the attempts fail (with the down failure
+  // kind), spread evenly the same way; the others are served as while up.
+  // (0, 1]; 1 = every attempt (an outage), < 1: a degraded endpoint.
+  double down_failure_share = 1;
   // Relative share of the deliveries, > 0.
   double share = 1;
 };
@@ -140,6 +171,26 @@ EndpointSpec OutageEndpoint(absl::Duration outage, double capacity_per_second = 
 std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
                                    int cycles);
 
+// The coordinated fleet's agents (stagger-agent) and their leases
+// (core/lease/; proto/stagger/v1/sync.proto). Defaults: four agents, the
+// agent's flush interval (500 ms), 1 ms one way between an agent and the
+// coordinator (a local network), staggerd's --lease_ttl default (5 s).
+struct LeaseModel {
+  // 0: no agents (every decision is a call to the coordinator), else
+  // 1..1000; deliveries go to agents round-robin.
+  int agents = 4;
+  // Each agent sends its counts this often (10 ms..1 min); agent a first
+  // at (a + 1) / agents of it.
+  absl::Duration flush_interval = absl::Milliseconds(500);
+  // One way, agent -> coordinator and coordinator -> agent (0..10 s).
+  absl::Duration push_latency = absl::Milliseconds(1);
+  // The leases' time to live (1 s..10 min, --lease_ttl's range).
+  absl::Duration ttl = absl::Seconds(5);
+  // The first `deaf_agents` agents never apply nor acknowledge a revoke
+  // (a stream that went quiet): their leases end only with their ttl.
+  int deaf_agents = 0;
+};
+
 // The experiment. Its defaults are the default scenario (docs/SIMULATOR.md,
 // "The default scenario"): 10,000 deliveries created at t=0, one endpoint down
 // in [0, 20 s), then instantly healthy, no limit on concurrent workers. Four
@@ -150,6 +201,9 @@ std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
 // never deliver.
 struct Scenario {
   int subscriptions = 10000;                   // deliveries, 1..10,000,000
+  // Deliveries created per second, from t=0 (delivery i at i / rate);
+  // 0 = all at t=0.
+  double arrival_rate = 0;
   // 1..1000 endpoints; deliveries are assigned by share.
   std::vector<EndpointSpec> endpoints = {OutageEndpoint(absl::Seconds(20))};
   // Workers shared by every delivery: 0 = unlimited (one per delivery),
@@ -195,6 +249,12 @@ struct Scenario {
   absl::Duration max_virtual_time = absl::Hours(2);
   uint64_t seed = 1;
 
+  // The coordinated fleet's client: waiting admission (false: the old
+  // client, which sleeps its PROCEED delays in the worker and re-Admits a
+  // parked delivery at defer_until) and agents with leases.
+  bool waiting_admission = true;
+  LeaseModel leases;
+
   // The coordinated row's engine policy, and the retry budget parameters
   // of kFullJitterBudget. backoff.{base, cap, max_attempts, horizon,
   // initial_jitter} are overwritten from the fields above.
@@ -231,7 +291,8 @@ struct TraceEvent {
     kDelivered,
     kGaveUp,
     kTookWorker,   // the delivery got a worker (from the pool)
-    kFreedWorker,  // ... and gave it back (end, or coordinated DEFER)
+    kFreedWorker,  // ... and gave it back (end, coordinated DEFER, or a
+                   // coordinated wait held by the coordinator)
   };
   Kind kind = Kind::kAttempt;
   int64_t time_ns = 0;  // virtual, since t=0
@@ -251,6 +312,14 @@ struct PolicyResult {
   // Recovery(s) -> 99% of every delivery delivered; 0 if that came before
   // the recovery (in a flapping endpoint's up windows); none: never.
   std::optional<double> time_to_99_s;
+  // The same from the recovery or, if later, the end of the last
+  // Retry-After window the endpoints gave this row (its answer's arrival +
+  // Retry-After); 0 if 99% came before; none: never.
+  std::optional<double> recovery_to_99_s;
+  // The fastest any fleet could have done recovery_to_99_s from where this
+  // row stood then (limit.h); none if that would end past the horizon (the
+  // backlog cannot finish).
+  std::optional<double> limit_s;
   int64_t wasted_attempts = 0;  // retries (attempt >= 2) that failed
   int64_t delivered = 0;
   int64_t given_up = 0;
@@ -279,15 +348,41 @@ struct PolicyResult {
   std::vector<PerEndpoint> per_endpoint;
   // Worker pool: the most deliveries waiting for a worker at once.
   int64_t peak_waiting_for_worker = 0;
-  // Coordinated only: engine calls and what they answered.
+  // Coordinated only: calls to the coordinator (Admit, waiting or not;
+  // Report) and what they answered.
   int64_t admits = 0;
   int64_t reports = 0;
   int64_t deferrals = 0;
   std::array<int64_t, engine::kMaxReason + 1> deferred_by_reason{};
+  // Waiting admission: Admits with a wait, how many the wait room held,
+  // and how those ended (released before their wait ran out, or at it).
+  int64_t waiting_admits = 0;
+  int64_t held = 0;
+  int64_t released = 0;
+  int64_t expired = 0;
+  int64_t peak_held = 0;
+  // Leases: decisions the agents took locally, lease stream messages each
+  // way, grants and revokes.
+  int64_t local_admits = 0;
+  int64_t local_reports = 0;
+  int64_t sync_up = 0;
+  int64_t sync_down = 0;
+  int64_t lease_grants = 0;
+  int64_t lease_revokes = 0;
+  // Messages to or from the coordinator: admits + reports + sync_up +
+  // sync_down (a unary call counts 1, a stream message 1), and that per
+  // delivery.
+  int64_t coordinator_messages = 0;
+  double messages_per_delivery = 0;
+  // The first breaker trip (CLOSED -> OPEN) of any endpoint, and the first
+  // half-open probe admitted after it; seconds since t=0.
+  std::optional<double> first_trip_s;
+  std::optional<double> first_probe_s;
+  int64_t trips = 0;
   // Sanity: events handled, and times the clock would have gone back.
   int64_t events = 0;
   int64_t clock_regressions = 0;
-  double settled_s = 0;  // virtual time of the last event
+  double settled_s = 0;  // virtual time the last delivery ended
 };
 
 // Runs one policy. `trace`, if set, sees every attempt, delivery and give-up

@@ -155,9 +155,11 @@ std::vector<MatrixResult> FakeResults() {
 }
 
 TEST(MatrixFormatTest, CsvHeaderIsExactlyTheIssues) {
+  // Today's columns keep their order; the new ones come after them.
   EXPECT_EQ(std::string(kMatrixCsvHeader),
             "scenario,policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,"
-            "wasted_attempts,delivered,given_up");
+            "wasted_attempts,delivered,given_up,recovery_to_99_s,limit_s,"
+            "messages_per_delivery");
   EXPECT_EQ(Lines(FormatMatrixCsv(FakeResults()))[0], kMatrixCsvHeader);
 }
 
@@ -170,7 +172,7 @@ TEST(MatrixFormatTest, EveryScenarioAndEveryPolicyIsListedInOrder) {
   for (const MatrixResult& m : results) {
     for (Policy p : kAllPolicies) {
       std::vector<std::string> cells = absl::StrSplit(lines[i++], ',');
-      ASSERT_EQ(cells.size(), 8u);
+      ASSERT_EQ(cells.size(), 11u);
       EXPECT_EQ(cells[0], m.scenario.key);
       EXPECT_EQ(cells[1], PolicyKey(p));
     }
@@ -276,6 +278,8 @@ TEST(BarTest, LimitsFollowTheFormulas) {
   c.delivered = 9990;
   c.wasted_attempts = 7138;
   c.time_to_99_s = 30.26;
+  c.recovery_to_99_s = 4.1;
+  c.limit_s = 3;
   const ScenarioBar bar = EvaluateBar(r);
   // (a) best - 0.1%, (b) full jitter / 10, (c) 1.1 x best + 1 s.
   EXPECT_EQ(bar.delivered.limit, 9990);
@@ -287,15 +291,36 @@ TEST(BarTest, LimitsFollowTheFormulas) {
   EXPECT_TRUE(bar.time_to_99.Passes());
   EXPECT_FALSE(bar.healthy_time_to_99.applies);  // not a shared pool
   EXPECT_TRUE(bar.Passes());
+  // The limit target: 1.2 x limit + 0.5 s.
+  ASSERT_TRUE(bar.limit_target.applies);
+  EXPECT_DOUBLE_EQ(bar.limit_target.limit, 1.2 * 3 + 0.5);
+  EXPECT_TRUE(bar.limit_target.Passes());
 
   c.delivered = 9989;
   c.wasted_attempts = 7139;
   c.time_to_99_s = 30.3;
+  c.recovery_to_99_s = 4.2;
   const ScenarioBar worse = EvaluateBar(r);
   EXPECT_FALSE(worse.delivered.Passes());
   EXPECT_FALSE(worse.wasted.Passes());
   EXPECT_FALSE(worse.time_to_99.Passes());
   EXPECT_FALSE(worse.Passes());
+  EXPECT_FALSE(worse.limit_target.Passes());
+}
+
+TEST(BarTest, TheLimitTargetIsApartFromTheBarAndOnlyWhereTheBacklogCanFinish) {
+  MatrixResult r = Rows();
+  PolicyResult& c = Row(r, Policy::kCoordinated);
+  c.wasted_attempts = 1;
+  c.limit_s = 2;
+  c.recovery_to_99_s.reset();  // never: fails the target ...
+  const ScenarioBar bar = EvaluateBar(r);
+  EXPECT_FALSE(bar.limit_target.Passes());
+  EXPECT_EQ(bar.limit_target.Margin(), -kInf);
+  EXPECT_TRUE(bar.Passes());  // ... but not the bar
+  c.limit_s.reset();  // the backlog cannot finish: no target
+  EXPECT_FALSE(EvaluateBar(r).limit_target.applies);
+  EXPECT_TRUE(EvaluateBar(r).limit_target.Passes());
 }
 
 TEST(BarTest, TheDeliveredLimitIsInWholeDeliveries) {
@@ -315,10 +340,28 @@ TEST(BarTest, NeverFailsOnlyIfSomeIndependentRowGetsThere) {
   const BarCheck none = EvaluateBar(r).time_to_99;
   EXPECT_EQ(none.limit, kInf);
   EXPECT_TRUE(none.Passes());  // no constraint
-  // No backoff counts as an independent row: it alone sets the limit.
+  // The reference is the best jittered row: an unjittered herd (no backoff,
+  // plain exponential) sets no limit ...
   Row(r, Policy::kNoBackoff).time_to_99_s = 2;
-  EXPECT_DOUBLE_EQ(EvaluateBar(r).time_to_99.limit, 3.2);
-  EXPECT_FALSE(EvaluateBar(r).time_to_99.Passes());
+  Row(r, Policy::kExponential).time_to_99_s = 2;
+  EXPECT_EQ(EvaluateBar(r).time_to_99.limit, kInf);
+  // ... and each jittered row alone does.
+  for (Policy p : {Policy::kEqualJitter, Policy::kFullJitter,
+                   Policy::kDecorrelatedJitter, Policy::kFullJitterBudget}) {
+    MatrixResult one = r;
+    Row(one, p).time_to_99_s = 2;
+    EXPECT_DOUBLE_EQ(EvaluateBar(one).time_to_99.limit, 3.2) << PolicyKey(p);
+    EXPECT_FALSE(EvaluateBar(one).time_to_99.Passes()) << PolicyKey(p);
+  }
+}
+
+TEST(BarTest, OnlyTheJitteredRowsAreTheTimeReference) {
+  int jittered = 0;
+  for (Policy p : kAllPolicies) jittered += IsJittered(p) ? 1 : 0;
+  EXPECT_EQ(jittered, 4);
+  EXPECT_FALSE(IsJittered(Policy::kNoBackoff));
+  EXPECT_FALSE(IsJittered(Policy::kExponential));
+  EXPECT_FALSE(IsJittered(Policy::kCoordinated));
 }
 
 TEST(BarTest, TheHealthyEndpointsCountInSharedPoolScenarios) {
@@ -326,6 +369,7 @@ TEST(BarTest, TheHealthyEndpointsCountInSharedPoolScenarios) {
   r.scenario.scenario.endpoints[0].down = {{absl::ZeroDuration(),
                                             absl::Seconds(20)}};
   Row(r, Policy::kFullJitterBudget).healthy_time_to_99_s = 10;
+  Row(r, Policy::kExponential).healthy_time_to_99_s = 1;  // not jittered
   Row(r, Policy::kCoordinated).healthy_time_to_99_s = 12.5;
   const ScenarioBar bar = EvaluateBar(r);
   ASSERT_TRUE(bar.healthy_time_to_99.applies);
@@ -342,6 +386,8 @@ TEST(BarTest, SeedsAggregateToTheWorstCasePerCriterion) {
     b.delivered = {true, true, delivered, 9990};
     b.wasted = {true, false, 10, 100};
     b.time_to_99 = {true, false, time, 20};
+    b.limit_target = {true, false, time / 5, 4.1};
+    b.messages_per_delivery = seed;
     return b;
   };
   const std::vector<AggregatedBar> a = AggregateBars(
@@ -364,13 +410,18 @@ TEST(BarTest, SeedsAggregateToTheWorstCasePerCriterion) {
   EXPECT_EQ(lines[1], "k,delivered,9980,>=,9990,FAIL,3,2,3");
   EXPECT_EQ(lines[2], "k,wasted_attempts,10,<=,100,PASS,1,3,3");
   EXPECT_EQ(lines[3], "k,time_to_99_s,25.00,<=,20.00,FAIL,2,2,3");
-  EXPECT_EQ(lines[4], "k,bar,,,,FAIL,,1,3");
-  EXPECT_EQ(lines[5], "");
-  EXPECT_EQ(lines[6], "scenarios,meeting_bar");
-  EXPECT_EQ(lines[7], "1,0");
+  EXPECT_EQ(lines[4], "k,recovery_to_99_s,5.00,<=,4.10,FAIL,2,2,3");
+  EXPECT_EQ(lines[5], "k,messages_per_delivery,3.00,,,,,,3");
+  EXPECT_EQ(lines[6], "k,bar,,,,FAIL,,1,3");
+  EXPECT_EQ(lines[7], "");
+  EXPECT_EQ(lines[8], "scenarios,meeting_bar,limit_applies,meeting_limit");
+  EXPECT_EQ(lines[9], "1,0,1,0");
+  EXPECT_FALSE(a[0].MeetsLimit());
+  EXPECT_EQ(a[0].messages_per_delivery, 3);  // the most on any seed
   EXPECT_THAT(FormatBarMarkdown(a),
               HasSubstr("**0 of 1 scenarios meet the whole bar on every one "
-                        "of 3 seeds.**"));
+                        "of 3 seeds; 0 of the 1 whose backlog can finish "
+                        "meet the limit target on every one of 3 seeds.**"));
 }
 
 }  // namespace

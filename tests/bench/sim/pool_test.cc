@@ -112,8 +112,9 @@ TEST(PoolTest, ACoordinatedDeliveryFreesItsWorkerWhenDeferred) {
   EXPECT_EQ(r->delivered, 2);
 }
 
-TEST(PoolTest, ACoordinatedDeliveryWaitingOutAProceedDelayHoldsItsWorker) {
+TEST(PoolTest, TheOldClientWaitingOutAProceedDelayHoldsItsWorker) {
   Scenario s = TwoDeliveries(1);
+  s.waiting_admission = false;
   s.engine_policy.breaker.enabled = false;  // every failure: PROCEED(delay)
   Timeline t;
   absl::StatusOr<PolicyResult> r = Simulate(s, Policy::kCoordinated, t.Fn());
@@ -125,6 +126,27 @@ TEST(PoolTest, ACoordinatedDeliveryWaitingOutAProceedDelayHoldsItsWorker) {
   EXPECT_GT(done0, Ms(10000));
   EXPECT_EQ(t.At(TraceEvent::Kind::kTookWorker, 1), done0);
   EXPECT_GT(t.Attempts(0).size(), 1u);
+  EXPECT_EQ(r->delivered, 2);
+}
+
+TEST(PoolTest, AWaitingClientHoldsNoWorkerWhileTheCoordinatorHoldsItsCall) {
+  Scenario s = TwoDeliveries(1);
+  s.engine_policy.breaker.enabled = false;  // every failure: PROCEED(delay)
+  Timeline t;
+  absl::StatusOr<PolicyResult> r = Simulate(s, Policy::kCoordinated, t.Fn());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->deferrals, 0);
+  // Delivery 0's first attempt fails at 0.25 s; its backoff becomes a
+  // waiting Admit held by the coordinator, and its worker goes to
+  // delivery 1 at once, which is delivered while #0 is still down.
+  EXPECT_EQ(t.At(TraceEvent::Kind::kFreedWorker, 0), Ms(250));
+  EXPECT_EQ(t.At(TraceEvent::Kind::kTookWorker, 1), Ms(250));
+  EXPECT_EQ(t.At(TraceEvent::Kind::kDelivered, 1), Ms(500));
+  EXPECT_GT(r->held, 0);
+  // Each of delivery 0's retries took a worker again when its wait ended.
+  EXPECT_GT(t.Attempts(0).size(), 1u);
+  EXPECT_GT(t.At(TraceEvent::Kind::kTookWorker, 0, 1), Ms(250));
+  EXPECT_GT(t.At(TraceEvent::Kind::kDelivered, 0), Ms(10000));
   EXPECT_EQ(r->delivered, 2);
 }
 

@@ -158,17 +158,52 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(PolicyKey(info.param));
     });
 
-TEST(CoordinatedTest, EveryAttemptIsAdmittedAndReportedThroughTheEngine) {
+TEST(CoordinatedTest, EveryAttemptIsAdmittedAndReportedOnce) {
   absl::StatusOr<PolicyResult> r = Simulate(Small(), Policy::kCoordinated);
   ASSERT_TRUE(r.ok()) << r.status();
-  // One Report per attempt sent, no more, no fewer.
-  EXPECT_EQ(r->reports, r->attempts);
+  // One Report per attempt sent, by the coordinator or by an agent under
+  // a lease, no more, no fewer.
+  EXPECT_EQ(r->reports + r->local_reports, r->attempts);
   // One Admit before every attempt, plus the Admits that were deferred or
   // given up instead.
-  EXPECT_GE(r->admits, r->attempts);
+  EXPECT_GE(r->admits + r->local_admits, r->attempts);
   EXPECT_GT(r->deferrals, 0);  // the breaker parked the fleet
   EXPECT_GT(r->deferred_by_reason[static_cast<int>(engine::Reason::kCircuitOpen)],
             0);
+  // Every message to or from the coordinator is counted once.
+  EXPECT_EQ(r->coordinator_messages,
+            r->admits + r->reports + r->sync_up + r->sync_down);
+  EXPECT_DOUBLE_EQ(r->messages_per_delivery,
+                   static_cast<double>(r->coordinator_messages) / 1000);
+}
+
+TEST(CoordinatedTest, WaitingCallsAreHeldAndReleasedOnEvidence) {
+  // Parked deliveries wait with the coordinator; when the probes show the
+  // endpoint is back, held calls go before their waits run out (RELEASED).
+  absl::StatusOr<PolicyResult> r = Simulate(Small(), Policy::kCoordinated);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->waiting_admits, 0);
+  EXPECT_GT(r->held, 0);
+  EXPECT_GT(r->released, 0);
+  EXPECT_GT(r->expired, 0);  // checked in during the outage
+  EXPECT_EQ(r->held, r->released + r->expired);  // none left at the end
+  EXPECT_LE(r->peak_held, 1000);
+  EXPECT_EQ(r->delivered, 1000);
+}
+
+TEST(CoordinatedTest, TheOldClientNeverWaitsWithTheCoordinator) {
+  Scenario s = Small();
+  s.waiting_admission = false;
+  absl::StatusOr<PolicyResult> old = Simulate(s, Policy::kCoordinated);
+  absl::StatusOr<PolicyResult> waiting = Simulate(Small(), Policy::kCoordinated);
+  ASSERT_TRUE(old.ok() && waiting.ok());
+  EXPECT_EQ(old->waiting_admits, 0);
+  EXPECT_EQ(old->held, 0);
+  EXPECT_EQ(old->delivered, 1000);
+  // Released on evidence instead of at their next check-in, the waiting
+  // fleet is delivered no later.
+  ASSERT_TRUE(old->time_to_99_s && waiting->time_to_99_s);
+  EXPECT_LE(*waiting->time_to_99_s, *old->time_to_99_s);
 }
 
 TEST(IndependentTest, ClientsNeverCallTheEngine) {
@@ -233,13 +268,18 @@ TEST(FormatTest, CsvHasExactlyTheHeaderAndOneLinePerPolicy) {
   std::vector<std::string> lines =
       absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1 + kAllPolicies.size());
+  // Today's columns keep their order; the new ones come after them.
   EXPECT_EQ(lines[0],
             "policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,"
-            "wasted_attempts,delivered,given_up");
+            "wasted_attempts,delivered,given_up,recovery_to_99_s,limit_s,"
+            "messages_per_delivery");
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
-    EXPECT_EQ(cells.size(), 7u) << lines[i];
+    EXPECT_EQ(cells.size(), 10u) << lines[i];
     EXPECT_EQ(cells[0], PolicyKey(kAllPolicies[i - 1]));
+    // Only the coordinated row talks to a coordinator.
+    EXPECT_EQ(cells[9] == "0.00", kAllPolicies[i - 1] != Policy::kCoordinated)
+        << lines[i];
   }
   // No backoff gives up inside the outage: its time to 99% is "inf".
   EXPECT_THAT(lines[1], HasSubstr(",inf,"));

@@ -8,9 +8,9 @@ import { after, before, test } from "node:test";
 
 import {
   DeliveryLoop,
+  type Decision,
   InvalidArgumentError,
   Outcome,
-  realSleep,
   Reason,
   StaggerClient,
   Verdict,
@@ -81,21 +81,17 @@ test("a failing endpoint: the breaker opens and parks the fleet's deliveries", a
 
 test("Retry-After: the retry waits it out, and the rest of the fleet is held by it", async () => {
   const endpoint = unique("rate-limited");
-  const slept: number[] = [];
   const events: DeliveryEvent[] = [];
+  const at: number[] = [];
   let n = 0;
-  let fleetSaw: number | undefined;
+  let fleet: Promise<Decision> | undefined;
   const r: DeliveryResult = await new DeliveryLoop(client, {
-    onDecision: (e) => events.push(e),
-    sleep: async (ms, signal) => {
-      slept.push(ms);
-      if (ms >= 1_500) {
-        // Meanwhile another worker's retry on the endpoint is held.
-        const other = await client.admit({ endpoint, attempt: 2 });
-        fleetSaw = other.reason;
-        assert.equal(other.verdict, Verdict.DEFER);
-      }
-      return realSleep(ms, signal);
+    onDecision: (e) => {
+      events.push(e);
+      at.push(Date.now());
+      // While the delivery waits, another worker's retry on the endpoint
+      // asks without waiting: it is held by the same Retry-After.
+      if (e.call === "report" && fleet === undefined) fleet = client.admit({ endpoint, attempt: 2 });
     },
   }).run(endpoint, async () => (++n === 1 ? { outcome: Outcome.RATE_LIMITED, retryAfterMs: 1_500 } : { outcome: Outcome.SUCCESS }));
   assert.equal(r.end, "succeeded", r.message);
@@ -103,8 +99,17 @@ test("Retry-After: the retry waits it out, and the rest of the fleet is held by 
   const afterFailure = events[1]!.decision;
   assert.equal(afterFailure.reason, Reason.RETRY_AFTER);
   assert.ok(afterFailure.delayMs >= 1_500, String(afterFailure.delayMs));
-  assert.ok(slept.includes(afterFailure.delayMs), "the loop waited the whole Retry-After");
-  assert.equal(fleetSaw, Reason.RETRY_AFTER_WINDOW);
+  // staggerd supports waiting: the retry is one waiting Admit for the
+  // whole Retry-After, answered PROCEED when it ran out.
+  assert.ok(afterFailure.waitSupported, "staggerd announces waiting admission");
+  const retry = events[2]!;
+  assert.equal(retry.call, "admit");
+  assert.equal(retry.waitMs, afterFailure.delayMs);
+  assert.equal(retry.decision.verdict, Verdict.PROCEED, Reason[retry.decision.reason]);
+  assert.ok(at[2]! - at[1]! >= 1_400, `the waiting Admit was answered after ${at[2]! - at[1]!} ms`);
+  const other = await fleet!;
+  assert.equal(other.verdict, Verdict.DEFER);
+  assert.equal(other.reason, Reason.RETRY_AFTER_WINDOW);
 });
 
 test("bad input: staggerd's INVALID_ARGUMENT equals every vector's message", async () => {

@@ -1,8 +1,8 @@
 """The Python client against the real staggerd (STAGGERD, the CMake target's
 file): first attempts through RetryLoop (also over a Unix socket, as to a
-stagger-agent), an endpoint failing through the breaker (and a DEFER's
-waiting re-ask answered at once by a staggerd without waiting admission,
-then parked), Retry-After honoured fleet-wide, a hanging receiver cut off
+stagger-agent), an endpoint failing through the breaker (a waiting Admit
+held by staggerd for its whole wait, and a run cancelled while its waiting
+re-ask is held), Retry-After honoured fleet-wide, a hanging receiver cut off
 by the worker's timeout and reported TIMEOUT, every validation vector
 answered as the vectors file says, and staggerd killed mid-delivery:
 fallback decisions, no exception, every delivery finishes, and the calls
@@ -114,18 +114,30 @@ def test_a_failing_endpoint_opens_the_breaker(staggerd, client, tmp_path):
     assert [d.reason for d in answers[:19]] == [Reason.BACKOFF] * 19
     assert (answers[19].verdict, answers[19].reason) == (Verdict.DEFER,
                                                          Reason.CIRCUIT_OPEN)
-    # A new delivery: DEFER, asked again waiting; this staggerd answers at
-    # once (no waiting admission yet) and the loop parks instead of
-    # spinning: past park_limit, the run ends DEFERRED.
-    events, options = recorded()
-    loop = RetryLoop(c, options=LoopOptions(on_decision=events.append,
-                                            park_limit=0))
+    # A waiting Admit is held by staggerd for its whole wait (the breaker
+    # stays open), then answered DEFER CIRCUIT_OPEN.
+    started = time.monotonic()
+    held = c.admit(ep, 1, wait=0.5)
+    assert time.monotonic() - started >= 0.45
+    assert (held.verdict, held.reason) == (Verdict.DEFER, Reason.CIRCUIT_OPEN)
+    assert held.wait_supported
+    # A new delivery: DEFER, asked again waiting, and held; cancelling the
+    # run ends that waiting call at once, nothing sent.
+    events, _ = recorded()
+    canceller = Canceller()
+    waiting = threading.Event()
+
+    def on_decision(e):
+        events.append(e)
+        waiting.set()
+    loop = RetryLoop(c, canceller, LoopOptions(on_decision=on_decision))
+    threading.Thread(target=lambda: (waiting.wait(30), time.sleep(0.3),
+                                     canceller.cancel())).start()
     r = loop.run(ep, lambda a: pytest.fail("sent through an open breaker"))
-    assert (r.end, r.reason, r.next_attempt) == (LoopEnd.DEFERRED,
-                                                 Reason.CIRCUIT_OPEN, 1)
-    assert [(e.call, e.wait is not None) for e in events] == [
-        ("admit", False), ("admit", True)]
-    assert not events[1].decision.wait_supported
+    assert (r.end, r.next_attempt, r.attempts_made) == (LoopEnd.CANCELLED, 1, 0)
+    assert [(e.call, e.decision.reason) for e in events] == [
+        ("admit", Reason.CIRCUIT_OPEN)]
+    assert events[0].decision.wait_supported
 
 
 def test_retry_after_is_honoured_fleet_wide(staggerd, client):
@@ -145,7 +157,13 @@ def test_retry_after_is_honoured_fleet_wide(staggerd, client):
     assert (r.end, r.attempts_made) == (LoopEnd.SUCCEEDED, 2)
     report = events[1].decision
     assert (report.verdict, report.reason) == (Verdict.PROCEED, Reason.RETRY_AFTER)
-    assert report.delay >= 1.0 and report.delay in slept
+    assert report.delay >= 1.0 and report.wait_supported
+    # The retry is one waiting Admit for the whole Retry-After (nothing
+    # slept for it), answered PROCEED when the window ran out.
+    retry = events[2]
+    assert (retry.call, retry.wait) == ("admit", report.delay)
+    assert retry.decision.verdict is Verdict.PROCEED
+    assert report.delay not in slept
     assert time.monotonic() - started >= 1.0
     # Another worker's retry inside the window is held back too.
     c.report(ep, 1, Outcome.RATE_LIMITED, retry_after=30.0)
@@ -204,7 +222,9 @@ def test_bad_input_is_answered_as_the_vectors_say(shared, case):
     assert got == case["error"]
     # ... and the client raises it as InvalidArgument, the same message.
     if case["call"] == "Admit":
-        call = lambda: c.admit(msg.endpoint, msg.attempt)
+        call = lambda: c.admit(msg.endpoint, msg.attempt,
+                               wait=(msg.wait.ToNanoseconds() / 1e9
+                                     if msg.HasField("wait") else None))
     else:
         call = lambda: c.report(msg.endpoint, msg.attempt, msg.outcome,
                                 retry_after=(msg.retry_after.ToNanoseconds() / 1e9
