@@ -1,5 +1,6 @@
 #include "agent/status/agent_status_api.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 

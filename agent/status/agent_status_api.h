@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 #include "agent/status/decision_tally.h"

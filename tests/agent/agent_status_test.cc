@@ -301,7 +301,7 @@ TEST_F(AgentStatusApiTest, HostileQueriesAreRefusedWithTheirReason) {
       {"after=%ZZ", "%"},
       {"after=%00", "after"},
       {"after=%FF", "after"},
-      {std::string(9000, 'a'), "query"},
+      {std::string(9000, 'a'), "bytes"},
       {"<script>=1", "script"},
   };
   for (const auto& [query, named] : cases) {
