@@ -294,8 +294,9 @@ class CoordinatorClient final : public Coordinator {
   // The replicas, their lease streams and (leases on) the live leases on
   // endpoints after `after` ("": from the first), at most `max_leases` of
   // them in endpoint order (lease_status.h). Read-only: takes each
-  // replica's lease book lock for one pass over it, as the leases-held
-  // gauge does every second; never calls anyone.
+  // replica's lease book lock for one pass over it (two for a page after
+  // the first), as the leases-held gauge does every second; never calls
+  // anyone.
   LeaseStatus lease_status(absl::string_view after, size_t max_leases) const;
 
   const std::shared_ptr<prometheus::Registry>& metrics_registry() const;

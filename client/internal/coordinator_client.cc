@@ -280,7 +280,9 @@ LeaseStatus CoordinatorClient::Impl::lease_status(absl::string_view after,
       rs.stream = true;
       rs.stream_connected = s->connected();
       rs.incarnation = s->options().incarnation;
-      rs.leases_held = s->book().LeasesHeld(now);
+      // The first page's count is every live lease; later pages count
+      // them in a second pass.
+      rs.leases_held = after.empty() ? page.matched : s->book().LeasesHeld(now);
       rs.flushes = s->flushes();
       rs.reconnects = s->reconnects();
       out.leases_matched += page.matched;
