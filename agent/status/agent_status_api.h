@@ -1,10 +1,10 @@
 // AgentStatusApi: the JSON endpoints of stagger-agent's status page,
 // read-only. What it reports comes from a LeaseSource (the agent's
 // CoordinatorClient::lease_status: each replica's lease book read under its
-// own short lock, one pass, never calling anyone) and a DecisionTally
-// (atomic counters and a DecisionRing); nothing here touches the decision
-// path's state or takes a lock a decision waits on for longer than that
-// pass.
+// own lock, one pass (two past the first page), never calling anyone) and
+// a DecisionTally (atomic counters and a DecisionRing); nothing here
+// touches the decision path's state or holds a lock a decision waits on
+// for longer than such a pass.
 //
 //   GET /api/agent      ?page_size=1..kMaxPageSize&after=ENDPOINT
 //     {"now", "agent_id", "coordinator" (--coordinator), "fallback"
