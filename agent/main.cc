@@ -9,8 +9,8 @@
 // Start-up order: flags (exit 2 on a bad one, naming it), the client, the
 // gRPC server on --listen (exit 1 if it cannot listen, or if another
 // process already answers on its unix socket), /metrics, the status page
-// (--status_address; exit 2 if malformed, 1 if it cannot be bound), then the "listening on"
-// line. SIGTERM/SIGINT: stop taking calls, let those in
+// (--status_address; exit 2 if malformed, 1 if it cannot be bound), then
+// the "listening on" line. SIGTERM/SIGINT: stop taking calls, let those in
 // flight finish (--drain_timeout), send the last counts, exit 0.
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -48,7 +48,7 @@ const Value& Field(const Struct& s, const std::string& name) {
   return it == s.fields().end() ? kMissing : it->second;
 }
 
-// ---- LeaseBook::ListLeases ------------------------------------------------
+// ---- LeaseBook::ListLeases --------------------------------------------------
 
 class ListLeasesTest : public ::testing::Test {
  protected:
@@ -97,7 +97,8 @@ TEST_F(ListLeasesTest, ExpiredRevokedAndNeverGrantedAreNotListed) {
   ASSERT_EQ(Keys(p), std::vector<std::string>{"long"});
   EXPECT_EQ(p.matched, 1);
   EXPECT_EQ(p.leases[0].epoch, 4u);
-  EXPECT_EQ(p.leases[0].expires, clock_.Now() - absl::Seconds(2) + absl::Seconds(60));
+  EXPECT_EQ(p.leases[0].expires,
+            clock_.Now() - absl::Seconds(2) + absl::Seconds(60));
 }
 
 TEST_F(ListLeasesTest, AllowanceLeftFollowsLocalAnswers) {
@@ -148,7 +149,7 @@ TEST(DecisionTallyTest, CountsBySourceAndVerdictAndFeedsTheRing) {
   EXPECT_EQ(w.counts[3][kLast], 1);
 }
 
-// ---- AgentStatusApi -----------------------------------------------------------
+// ---- AgentStatusApi ---------------------------------------------------------
 
 // A lease source with `total` leases "ep-000".."ep-NNN" from two replicas,
 // paged as CoordinatorClient::lease_status pages them; remembers what it
@@ -157,7 +158,8 @@ class ScriptedLeases {
  public:
   explicit ScriptedLeases(int total, absl::Time now) : now_(now) {
     for (int i = 0; i < total; ++i) {
-      keys_.push_back(absl::StrCat("ep-", i < 100 ? "0" : "", i < 10 ? "0" : "", i));
+      keys_.push_back(
+          absl::StrCat("ep-", i < 100 ? "0" : "", i < 10 ? "0" : "", i));
     }
   }
   client::LeaseStatus operator()(absl::string_view after, size_t max) {
@@ -257,8 +259,10 @@ TEST_F(AgentStatusApiTest, DecisionCountsBySource) {
   EXPECT_EQ(Field(lease, "PROCEED").number_value(), 1);
   EXPECT_EQ(Field(lease, "DONE").number_value(), 2);
   EXPECT_EQ(Field(lease, "GIVE_UP").number_value(), 0);
-  EXPECT_EQ(Field(Field(d, "fallback").struct_value(), "DEFER").number_value(), 1);
-  EXPECT_EQ(Field(Field(d, "coordinator").struct_value(), "PROCEED").number_value(), 0);
+  const Struct& fallback = Field(d, "fallback").struct_value();
+  const Struct& coordinator = Field(d, "coordinator").struct_value();
+  EXPECT_EQ(Field(fallback, "DEFER").number_value(), 1);
+  EXPECT_EQ(Field(coordinator, "PROCEED").number_value(), 0);
 }
 
 TEST_F(AgentStatusApiTest, LeasesArePagedAndSayWhatTheyLeftOut) {
@@ -270,7 +274,8 @@ TEST_F(AgentStatusApiTest, LeasesArePagedAndSayWhatTheyLeftOut) {
   EXPECT_EQ(Field(first, "endpoint").string_value(), "ep-000");
   EXPECT_EQ(Field(first, "replica").string_value(), "stagger-0");
   EXPECT_EQ(Field(first, "epoch").string_value(), "9007199254740993");
-  EXPECT_EQ(Field(first, "expires").string_value(), "2026-01-01T00:00:30+00:00");
+  EXPECT_EQ(Field(first, "expires").string_value(),
+            "2026-01-01T00:00:30+00:00");
   EXPECT_EQ(Field(first, "allowance").number_value(), 200);
   EXPECT_EQ(Field(first, "left").number_value(), 150);
   EXPECT_EQ(Field(s, "leases_matched").number_value(), 250);
@@ -344,7 +349,8 @@ TEST(AgentStatusJsonTest, KeysAreEscapedNotInterpreted) {
   AgentStatusApi api({"127.0.0.1:50051", "fail_closed", false},
                      [&](absl::string_view, size_t) {
                        client::LeaseStatus s;
-                       s.leases.push_back({key, "r\"0", 1, absl::InfinitePast(), 1, 1});
+                       s.leases.push_back(
+                           {key, "r\"0", 1, absl::InfinitePast(), 1, 1});
                        s.leases_matched = 1;
                        return s;
                      },
@@ -352,7 +358,8 @@ TEST(AgentStatusJsonTest, KeysAreEscapedNotInterpreted) {
   const status::HttpResponse r = api.Agent("");
   ASSERT_EQ(r.status, 200);
   const Struct s = ParseJson(r.body);
-  const Struct& lease = Field(s, "leases").list_value().values(0).struct_value();
+  const Struct& lease =
+      Field(s, "leases").list_value().values(0).struct_value();
   EXPECT_EQ(Field(lease, "endpoint").string_value(), key);
   EXPECT_EQ(Field(lease, "replica").string_value(), "r\"0");
   EXPECT_EQ(Field(lease, "expires").kind_case(), Value::kNullValue);
@@ -361,7 +368,7 @@ TEST(AgentStatusJsonTest, KeysAreEscapedNotInterpreted) {
   EXPECT_EQ(Field(s, "fallback").string_value(), "fail_closed");
 }
 
-// ---- a real client's lease_status ------------------------------------------------
+// ---- a real client's lease_status -------------------------------------------
 
 // A real client with leases on, its coordinator away (a loopback port
 // nothing listens on): one replica, its stream kept but not up, no leases.
@@ -393,7 +400,7 @@ TEST(LeaseStatusTest, ARealClientReportsItsReplicaAndStream) {
   EXPECT_EQ(p.replicas[0].incarnation, 0u);
 }
 
-// ---- the page over HTTP ------------------------------------------------------------
+// ---- the page over HTTP -----------------------------------------------------
 
 TEST(AgentStatusPageTest, ServesThePageItsAssetsAndTheJsonOnLoopback) {
   FakeClock clock;
@@ -407,7 +414,8 @@ TEST(AgentStatusPageTest, ServesThePageItsAssetsAndTheJsonOnLoopback) {
   auto index = ::stagger::testing::HttpGet(port, "/");
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->status, 200);
-  EXPECT_TRUE(absl::StrContains(index->body, "<title>stagger-agent status</title>"));
+  EXPECT_TRUE(
+      absl::StrContains(index->body, "<title>stagger-agent status</title>"));
   for (const char* asset : {"/agent_status.js", "/agent_status.css",
                             "/favicon.svg", "/index.html"}) {
     auto r = ::stagger::testing::HttpGet(port, asset);
@@ -426,8 +434,8 @@ TEST(AgentStatusPageTest, ServesThePageItsAssetsAndTheJsonOnLoopback) {
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->status, 404);  // staggerd's, not the agent's
 
-  auto bad = AgentStatusPage::Start("no-port", {}, ScriptedLeases(0, clock.Now()),
-                                    &tally, &clock);
+  auto bad = AgentStatusPage::Start(
+      "no-port", {}, ScriptedLeases(0, clock.Now()), &tally, &clock);
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "status_address"));
