@@ -17,6 +17,10 @@ ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "or dns:///host:port");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9465",
           "Prometheus /metrics listen address; empty disables metrics");
+ABSL_FLAG(std::string, status_address, "",
+          "host:port of a read-only status page (HTML and JSON: leases held, "
+          "lease streams, decisions); plain HTTP, bind it to loopback or a "
+          "private interface; empty (the default) disables it");
 ABSL_FLAG(std::string, config, "",
           "a staggerd config file the fallback decides with (keep it the "
           "coordinators'); empty: the embedded defaults");
@@ -99,6 +103,7 @@ absl::StatusOr<AgentFlags> ReadAgentFlags() {
   std::vector<std::string> errors;
   f.listen = absl::GetFlag(FLAGS_listen);
   f.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  f.status_address = absl::GetFlag(FLAGS_status_address);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.max_queued_calls =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_queued_calls)));

@@ -6,6 +6,8 @@
 //                       node's workers share one socket) or host:port.
 //   --coordinator       the coordinator replicas, in the C++ client's forms
 //                       (client/members.h).
+//   --status_address    optional: host:port of the read-only status page
+//                       (agent/status/agent_status_page.h); empty: none.
 //   --config            optional: a staggerd config file whose policies and
 //                       limits the agent's fallback decides with (keep it
 //                       the coordinators'); embedded defaults without it.
@@ -28,6 +30,7 @@ namespace stagger::agent {
 struct AgentFlags {
   std::string listen;
   std::string metrics_address;  // "" = no metrics
+  std::string status_address;   // "" = no status page (agent/status/)
   client::ClientOptions client;
   client::ClientTlsOptions tls;
   int threads = 16;

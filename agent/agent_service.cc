@@ -31,17 +31,21 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
 // decides); the worker cancelling it cancels the relayed call too.
 template <typename Response>
 grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
-                    Response* resp) {
+                    DecisionTally* tally, Response* resp) {
   if (!d.ok()) return rpc::ToGrpcStatus(d.status());
+  if (tally != nullptr) tally->Record(*d);
   ToWire(*d, now, resp->mutable_decision());
   return grpc::Status::OK;
 }
 
 class WaitingAdmit final : public grpc::ServerUnaryReactor {
  public:
-  WaitingAdmit(client::CoordinatorClient* client, grpc::ByteBuffer* resp,
-               v1::AdmitRequest request)
-      : client_(client), resp_(resp), request_(std::move(request)) {}
+  WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
+               grpc::ByteBuffer* resp, v1::AdmitRequest request)
+      : client_(client),
+        tally_(tally),
+        resp_(resp),
+        request_(std::move(request)) {}
 
   // `in` borrows from request_ once converted.
   void Start() {
@@ -51,7 +55,8 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
                                [this](absl::StatusOr<ClientDecision> d) {
                                  v1::AdmitResponse response;
                                  grpc::Status s = Answer(
-                                     d, client_->clock().Now(), &response);
+                                     d, client_->clock().Now(), tally_,
+                                     &response);
                                  bool own = false;
                                  if (s.ok()) {
                                    s = grpc::SerializationTraits<
@@ -67,6 +72,7 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
 
  private:
   client::CoordinatorClient* const client_;
+  DecisionTally* const tally_;
   grpc::ByteBuffer* const resp_;
   const v1::AdmitRequest request_;
   client::Canceller cancel_;
@@ -76,9 +82,12 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
 template <typename Response>
 grpc::Status AnswerBatch(
     const absl::StatusOr<std::vector<ClientDecision>>& ds, absl::Time now,
-    Response* resp) {
+    DecisionTally* tally, Response* resp) {
   if (!ds.ok()) return rpc::ToGrpcStatus(ds.status());
-  for (const ClientDecision& d : *ds) ToWire(d, now, resp->add_decisions());
+  for (const ClientDecision& d : *ds) {
+    if (tally != nullptr) tally->Record(d);
+    ToWire(d, now, resp->add_decisions());
+  }
   return grpc::Status::OK;
 }
 
@@ -112,8 +121,9 @@ grpc::ServerUnaryReactor* NotHere(grpc::CallbackServerContext* ctx) {
 
 }  // namespace
 
-AgentService::AgentService(client::CoordinatorClient* client, WorkPool* pool)
-    : client_(client), pool_(pool) {}
+AgentService::AgentService(client::CoordinatorClient* client, WorkPool* pool,
+                           DecisionTally* tally)
+    : client_(client), pool_(pool), tally_(tally) {}
 
 template <typename Request, typename Response, typename Inline,
           typename Pooled>
@@ -162,7 +172,7 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   v1::AdmitRequest waiting;
   if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
       (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
-    auto* call = new WaitingAdmit(client_, resp, std::move(waiting));
+    auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting));
     call->Start();
     return call;
   }
@@ -175,12 +185,13 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         std::optional<ClientDecision> d = client_->AdmitUnderLease(*in);
         if (!d.has_value()) return std::nullopt;
-        return Answer(*d, client_->clock().Now(), out);
+        return Answer(*d, client_->clock().Now(), tally_, out);
       },
       [this](const Req& r, Resp* out) {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
-        return Answer(client_->Admit(*in), client_->clock().Now(), out);
+        return Answer(client_->Admit(*in), client_->clock().Now(), tally_,
+                      out);
       });
 }
 
@@ -196,12 +207,13 @@ grpc::ServerUnaryReactor* AgentService::Report(grpc::CallbackServerContext* ctx,
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         std::optional<ClientDecision> d = client_->ReportUnderLease(*in);
         if (!d.has_value()) return std::nullopt;
-        return Answer(*d, client_->clock().Now(), out);
+        return Answer(*d, client_->clock().Now(), tally_, out);
       },
       [this](const Req& r, Resp* out) {
         absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
-        return Answer(client_->Report(*in), client_->clock().Now(), out);
+        return Answer(client_->Report(*in), client_->clock().Now(), tally_,
+                      out);
       });
 }
 
@@ -220,7 +232,7 @@ grpc::ServerUnaryReactor* AgentService::AdmitBatch(
             BatchInputs<engine::AdmitInput>(r, MaxBatchSize());
         if (!items.ok()) return rpc::ToGrpcStatus(items.status());
         return AnswerBatch(client_->AdmitBatch(*items), client_->clock().Now(),
-                           out);
+                           tally_, out);
       });
 }
 
@@ -239,7 +251,7 @@ grpc::ServerUnaryReactor* AgentService::ReportBatch(
             BatchInputs<engine::ReportInput>(r, MaxBatchSize());
         if (!items.ok()) return rpc::ToGrpcStatus(items.status());
         return AnswerBatch(client_->ReportBatch(*items),
-                           client_->clock().Now(), out);
+                           client_->clock().Now(), tally_, out);
       });
 }
 

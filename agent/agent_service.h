@@ -13,10 +13,13 @@
 //     once (the worker's library falls back).
 //   * GetEndpoint and ListEndpoints answer UNIMPLEMENTED, naming where to
 //     ask: the agent serves decisions; inspection is the coordinators'.
-// Thread-safe. `client` and `pool` must outlive the service.
+// Every decision answered is recorded in `tally` when one is given (the
+// status page's counts and chart; null: none).
+// Thread-safe. `client`, `pool` and `tally` must outlive the service.
 #ifndef STAGGER_AGENT_AGENT_SERVICE_H_
 #define STAGGER_AGENT_AGENT_SERVICE_H_
 
+#include "agent/status/decision_tally.h"
 #include "agent/work_pool.h"
 #include "client/coordinator_client.h"
 #include "grpcpp/grpcpp.h"
@@ -34,7 +37,8 @@ using RawService = v1::RetryCoordinator::WithRawCallbackMethod_Admit<
 
 class AgentService final : public RawService {
  public:
-  AgentService(client::CoordinatorClient* client, WorkPool* pool);
+  AgentService(client::CoordinatorClient* client, WorkPool* pool,
+               DecisionTally* tally = nullptr);
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* req,
@@ -72,6 +76,7 @@ class AgentService final : public RawService {
 
   client::CoordinatorClient* const client_;
   WorkPool* const pool_;
+  DecisionTally* const tally_;
 };
 
 }  // namespace stagger::agent

@@ -8,8 +8,9 @@
 //
 // Start-up order: flags (exit 2 on a bad one, naming it), the client, the
 // gRPC server on --listen (exit 1 if it cannot listen, or if another
-// process already answers on its unix socket), /metrics, then the
-// "listening on" line. SIGTERM/SIGINT: stop taking calls, let those in
+// process already answers on its unix socket), /metrics, the status page
+// (--status_address; exit 2 if malformed, 1 if it cannot be bound), then
+// the "listening on" line. SIGTERM/SIGINT: stop taking calls, let those in
 // flight finish (--drain_timeout), send the last counts, exit 0.
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -26,6 +27,8 @@
 #include "absl/strings/str_replace.h"
 #include "agent/agent_flags.h"
 #include "agent/agent_service.h"
+#include "agent/status/agent_status_page.h"
+#include "agent/status/decision_tally.h"
 #include "agent/work_pool.h"
 #include "client/coordinator_client.h"
 #include "core/cli/signals.h"
@@ -135,6 +138,25 @@ std::string ReadyLine(const AgentFlags& flags, int port,
       ")");
 }
 
+// The page on --status_address, reading `client`'s lease state and
+// `tally`.
+absl::StatusOr<std::unique_ptr<AgentStatusPage>> StartStatusPage(
+    const AgentFlags& flags, const client::CoordinatorClient* client,
+    const DecisionTally* tally) {
+  AgentInfo info;
+  info.coordinator = flags.client.target;
+  info.fallback = flags.client.fallback == client::FallbackMode::kFailOpen
+                      ? "fail_open"
+                      : "fail_closed";
+  info.leases = flags.client.leases;
+  return AgentStatusPage::Start(
+      flags.status_address, std::move(info),
+      [client](absl::string_view after, size_t max) {
+        return client->lease_status(after, max);
+      },
+      tally, &client->clock());
+}
+
 // Until SIGTERM/SIGINT, then the drain.
 void ServeUntilSignal(grpc::Server& server, absl::Duration drain_timeout) {
   const int sig = cli::WaitForShutdownSignal(nullptr);
@@ -165,7 +187,12 @@ int Run() {
     return kExitStartupFailure;
   }
   WorkPool pool(flags->threads, flags->max_queued_calls);
-  AgentService service(client->get(), &pool);
+  // Counted only for the status page.
+  std::unique_ptr<DecisionTally> tally;
+  if (!flags->status_address.empty()) {
+    tally = std::make_unique<DecisionTally>(&(*client)->clock());
+  }
+  AgentService service(client->get(), &pool, tally.get());
   int port = 0;
   std::unique_ptr<grpc::Server> server =
       StartServer(flags->listen, &service, &port);
@@ -183,6 +210,19 @@ int Run() {
       return kExitStartupFailure;
     }
     exposer = *std::move(started);
+  }
+  std::unique_ptr<AgentStatusPage> status_page;
+  if (tally != nullptr) {
+    absl::StatusOr<std::unique_ptr<AgentStatusPage>> started =
+        StartStatusPage(*flags, client->get(), tally.get());
+    if (!started.ok()) {
+      Log(absl::StrCat("cannot serve the status page: ",
+                       started.status().message()));
+      return absl::IsInvalidArgument(started.status()) ? kExitBadFlag
+                                                       : kExitStartupFailure;
+    }
+    status_page = *std::move(started);
+    Log(absl::StrCat("status page on port ", status_page->port()));
   }
   Log(ReadyLine(*flags, port, exposer.get()));
   ServeUntilSignal(*server, flags->drain_timeout);

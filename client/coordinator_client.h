@@ -80,6 +80,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/lease_status.h"
 #include "client/members.h"
 #include "client/wait.h"
 #include "core/engine/clock.h"
@@ -289,6 +290,14 @@ class CoordinatorClient final : public Coordinator {
   // whatever its health; empty while there are no members).
   std::vector<ReplicaId> replicas() const;
   ReplicaId OwnerOf(absl::string_view key) const;
+
+  // The replicas, their lease streams and (leases on) the live leases on
+  // endpoints after `after` ("": from the first), at most `max_leases` of
+  // them in endpoint order (lease_status.h). Read-only: takes each
+  // replica's lease book lock for one pass over it (two for a page after
+  // the first), as the leases-held gauge does every second; never calls
+  // anyone.
+  LeaseStatus lease_status(absl::string_view after, size_t max_leases) const;
 
   const std::shared_ptr<prometheus::Registry>& metrics_registry() const;
   const engine::Clock& clock() const;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/random/distributions.h"
@@ -138,6 +139,7 @@ class CoordinatorClient::Impl {
   bool coordinator_up() const { return membership_->AnyUp(); }
   std::vector<ReplicaId> replicas() const;
   ReplicaId OwnerOf(absl::string_view key) const;
+  LeaseStatus lease_status(absl::string_view after, size_t max_leases) const;
 
   const ClientOptions options_;
   const engine::Clock* const clock_;
@@ -263,6 +265,43 @@ bool CoordinatorClient::Impl::WaitForCoordinator(absl::Duration timeout) {
                                        until - absl::Now())) && all;
   }
   return all;
+}
+
+LeaseStatus CoordinatorClient::Impl::lease_status(absl::string_view after,
+                                                 size_t max_leases) const {
+  LeaseStatus out;
+  const absl::Time now = clock_->Now();
+  for (const auto& r : membership_->view()->replicas) {
+    ReplicaStatus rs{r->name(), r->target(), r->up(), r->serving()};
+    if (const SyncSession* s = r->sync(); s != nullptr) {
+      if (out.holder_id.empty()) out.holder_id = s->options().agent_id;
+      lease::LeaseBook::LeasePage page =
+          s->book().ListLeases(after, max_leases, now);
+      rs.stream = true;
+      rs.stream_connected = s->connected();
+      rs.incarnation = s->options().incarnation;
+      // The first page's count is every live lease; later pages count
+      // them in a second pass.
+      rs.leases_held = after.empty() ? page.matched : s->book().LeasesHeld(now);
+      rs.flushes = s->flushes();
+      rs.reconnects = s->reconnects();
+      out.leases_matched += page.matched;
+      for (lease::LeaseBook::HeldLease& l : page.leases) {
+        out.leases.push_back({std::move(l.endpoint), r->name(), l.epoch,
+                              l.expires, l.allowance, l.left});
+      }
+    }
+    out.replicas.push_back(std::move(rs));
+  }
+  // Each replica's page is in endpoint order; together, the first
+  // max_leases of their union.
+  std::sort(out.leases.begin(), out.leases.end(),
+            [](const HeldLease& a, const HeldLease& b) {
+              return std::tie(a.endpoint, a.replica) <
+                     std::tie(b.endpoint, b.replica);
+            });
+  if (out.leases.size() > max_leases) out.leases.resize(max_leases);
+  return out;
 }
 
 void CoordinatorClient::Impl::SampleLeases() {
@@ -543,6 +582,10 @@ std::vector<CoordinatorClient::ReplicaId> CoordinatorClient::replicas() const {
 CoordinatorClient::ReplicaId CoordinatorClient::OwnerOf(
     absl::string_view key) const {
   return impl_->OwnerOf(key);
+}
+LeaseStatus CoordinatorClient::lease_status(absl::string_view after,
+                                            size_t max_leases) const {
+  return impl_->lease_status(after, max_leases);
 }
 const std::shared_ptr<prometheus::Registry>&
 CoordinatorClient::metrics_registry() const {

@@ -58,6 +58,8 @@ class SyncSession {
   SyncSession& operator=(const SyncSession&) = delete;
 
   lease::LeaseBook& book() { return book_; }
+  const lease::LeaseBook& book() const { return book_; }
+  const Options& options() const { return options_; }
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
   bool FlushFor(absl::string_view endpoint, absl::Duration timeout);
   // Something is due (a first attempt without a lease): send soon.

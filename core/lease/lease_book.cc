@@ -181,6 +181,42 @@ int LeaseBook::LeasesHeld(absl::Time now) const {
   return n;
 }
 
+LeaseBook::LeasePage LeaseBook::ListLeases(absl::string_view after,
+                                           size_t max, absl::Time now) const {
+  // The `max` smallest keys after `after`, in a max-heap (at most max + 1
+  // entries: the page's cost does not grow with the book beyond the pass).
+  using Item = std::pair<absl::string_view, const Lease*>;
+  const auto by_key = [](const Item& a, const Item& b) {
+    return a.first < b.first;
+  };
+  std::vector<Item> heap;
+  heap.reserve(std::min<size_t>(max, 1024) + 1);
+  LeasePage page;
+  absl::MutexLock l(&mu_);
+  for (const auto& [key, e] : entries_) {
+    if (!Live(e, now) || absl::string_view(key) <= after) continue;
+    ++page.matched;
+    if (max == 0) continue;
+    if (heap.size() == max && !(absl::string_view(key) < heap.front().first)) {
+      continue;
+    }
+    heap.emplace_back(key, &*e.lease);
+    std::push_heap(heap.begin(), heap.end(), by_key);
+    if (heap.size() > max) {
+      std::pop_heap(heap.begin(), heap.end(), by_key);
+      heap.pop_back();
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), by_key);
+  page.leases.reserve(heap.size());
+  for (const auto& [key, lease] : heap) {
+    page.leases.push_back(
+        {std::string(key), lease->epoch, lease->expires, lease->allowance,
+         lease->left});
+  }
+  return page;
+}
+
 bool LeaseBook::HasLease(absl::string_view endpoint, absl::Time now) const {
   absl::MutexLock l(&mu_);
   auto it = entries_.find(endpoint);

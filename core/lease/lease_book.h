@@ -93,6 +93,25 @@ class LeaseBook {
   int LeasesHeld(absl::Time now) const;
   bool HasLease(absl::string_view endpoint, absl::Time now) const;
 
+  // For an operator's view (stagger-agent's status page): the live leases
+  // on endpoints after `after` in byte order ("": from the first), at most
+  // `max` of them in key order, and how many live leases there are after
+  // `after` in all (matched; more pages when above leases.size()). One pass
+  // over the book under its lock, as LeasesHeld; copies at most `max`.
+  struct HeldLease {
+    std::string endpoint;
+    uint64_t epoch = 0;
+    absl::Time expires;
+    uint32_t allowance = 0;  // as granted (or renewed)
+    uint32_t left = 0;       // still to use
+  };
+  struct LeasePage {
+    std::vector<HeldLease> leases;
+    int64_t matched = 0;
+  };
+  LeasePage ListLeases(absl::string_view after, size_t max,
+                       absl::Time now) const;
+
  private:
   struct Lease {
     uint64_t epoch = 0;

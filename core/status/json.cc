@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
+#include "core/engine/decision.h"
 #include "core/engine/endpoint_key.h"
 
 namespace stagger::status {
@@ -67,6 +69,25 @@ std::string WithMembers(std::string object,
   }
   object.push_back('}');
   return object;
+}
+
+std::string JsonTime(absl::Time t) {
+  if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return "null";
+  return JsonString(
+      absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone()));
+}
+
+std::string DecisionsJson(const DecisionRing::Window& window) {
+  std::string verdicts;
+  for (int v = 1; v <= DecisionRing::kVerdicts; ++v) {
+    absl::StrAppend(
+        &verdicts, v == 1 ? "" : ",",
+        JsonString(engine::VerdictName(static_cast<engine::Verdict>(v))),
+        ":[", absl::StrJoin(window.counts[v - 1], ","), "]");
+  }
+  return absl::StrCat("{\"last_second\":", window.last_second,
+                      ",\"seconds\":", DecisionRing::kSeconds,
+                      ",\"verdicts\":{", verdicts, "}}");
 }
 
 std::string JsonError(absl::string_view message) {

@@ -14,6 +14,14 @@
 // '"', '\', control characters and DEL escaped, any byte that is not part
 // of well-formed UTF-8 replaced by U+FFFD.
 //
+// JsonTime(t): `t` as an RFC 3339 UTC string literal (protobuf's
+// Timestamp form), or null for InfinitePast (never) and InfiniteFuture.
+//
+// DecisionsJson(window): a DecisionRing's window as the pages' charts read
+// it: {"last_second": Unix s, "seconds": DecisionRing::kSeconds,
+// "verdicts": {"PROCEED": [counts, oldest first], "DEFER", "GIVE_UP",
+// "DONE"}}.
+//
 // WithMembers(object, members): the JSON object `object` (as ProtoJson
 // prints it: "{...}") with `members` ("name": raw JSON value pairs) added
 // at its end.
@@ -25,6 +33,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/status/decision_ring.h"
 #include "google/protobuf/message.h"
 
 namespace stagger::status {
@@ -32,6 +42,10 @@ namespace stagger::status {
 std::string ProtoJson(const google::protobuf::Message& m, bool indent);
 
 std::string JsonString(absl::string_view text);
+
+std::string JsonTime(absl::Time t);
+
+std::string DecisionsJson(const DecisionRing::Window& window);
 
 // A member for WithMembers: name and an already-encoded JSON value.
 using JsonMember = std::pair<std::string, std::string>;

@@ -32,86 +32,17 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const { spawn, execFileSync } = require("node:child_process");
 const fs = require("node:fs");
-const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
-const puppeteer = require("puppeteer-core");
-
-const WAIT_MS = 45000;  // any single wait; the machine may be slow and busy
-
-function arg(name, fallback) {
-  const i = process.argv.indexOf("--" + name);
-  if (i >= 0 && i + 1 < process.argv.length) return process.argv[i + 1];
-  if (fallback !== undefined) return fallback;
-  throw new Error("missing --" + name);
-}
+const { WAIT_MS, arg, startProcess, stop, textsOf, launchBrowser,
+        watchedPage } = require("./browser_util");
 
 const STAGGERD = arg("staggerd");
 const SEED = arg("seed");
 const CHROMIUM = arg("chromium", "/usr/bin/chromium");
 const SCREENSHOT = process.env.STAGGER_STATUS_SCREENSHOT || "";
 
-// A staggerd child; its stderr is forwarded and scanned for the lines that
-// give its ports.
-function startStaggerd(name, args) {
-  const child = spawn(STAGGERD, args, { stdio: ["ignore", "ignore", "pipe"] });
-  const lines = [];
-  const ports = {};
-  let buffered = "";
-  const ready = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(name + ": not listening after " +
-        WAIT_MS + "ms:\n" + lines.join("\n"))), WAIT_MS);
-    child.stderr.on("data", (chunk) => {
-      buffered += chunk.toString();
-      let nl;
-      while ((nl = buffered.indexOf("\n")) >= 0) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        lines.push(line);
-        process.stderr.write("[" + name + "] " + line + "\n");
-        let m;
-        if ((m = /status page on port (\d+)/.exec(line))) ports.status = Number(m[1]);
-        if ((m = /listening on [^ ]*:(\d+)/.exec(line))) {
-          ports.grpc = Number(m[1]);
-          clearTimeout(timer);
-          resolve(ports);
-        }
-      }
-    });
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(name + " exited with " + code + ":\n" + lines.join("\n")));
-    });
-  });
-  return { child, ready };
-}
-
-function stop(proc) {
-  return new Promise((resolve) => {
-    if (!proc || proc.child.exitCode !== null || proc.child.signalCode !== null) {
-      resolve();
-      return;
-    }
-    proc.child.once("exit", () => resolve());
-    proc.child.kill("SIGTERM");
-    setTimeout(() => proc.child.kill("SIGKILL"), WAIT_MS).unref();
-  });
-}
-
-// A loopback port with nothing listening on it.
-function closedPort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const port = s.address().port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function textsOf(page, selector) {
-  return page.$$eval(selector, (els) => els.map((e) => e.textContent));
-}
+function startStaggerd(name, args) { return startProcess(STAGGERD, name, args); }
 
 test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, async (t) => {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "stagger-status-"));
@@ -151,23 +82,9 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
   const [openKey, retryAfterKey, pausedKey] = keys;
   traffic = spawn(SEED, [grpcAddress, "traffic", "300"], { stdio: "inherit" });
 
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: path.join(scratch, "chromium"),
-    timeout: WAIT_MS * 2,
-    protocolTimeout: WAIT_MS * 2,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--window-size=1200,1600"],
-  });
+  browser = await launchBrowser(CHROMIUM, scratch);
   const problems = [];
-  const page = await browser.newPage();
-  page.setDefaultTimeout(WAIT_MS);
-  await page.setViewport({ width: 1200, height: 1600 });
-  page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
-  page.on("pageerror", (e) => problems.push("page error: " + e.message));
-  page.on("requestfailed", (r) => problems.push("request failed: " + r.url()));
+  const page = await watchedPage(browser, problems);
   await page.goto(base, { waitUntil: "load" });
 
   await t.test("replicas and their health", async () => {

@@ -1,0 +1,127 @@
+#include "agent/status/agent_status_api.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/engine/decision.h"
+#include "core/status/json.h"
+#include "core/status/query_string.h"
+
+namespace stagger::agent {
+namespace {
+
+using status::HttpResponse;
+using status::JsonString;
+using status::JsonTime;
+
+HttpResponse Ok(std::string json) {
+  return {200, "application/json", std::move(json)};
+}
+
+HttpResponse Refused(const absl::Status& s) {
+  return {400, "application/json", status::JsonError(s.message())};
+}
+
+const char* Bool(bool b) { return b ? "true" : "false"; }
+
+const char* StreamState(const client::ReplicaStatus& r) {
+  if (!r.stream) return "OFF";
+  return r.stream_connected ? "UP" : "DOWN";
+}
+
+std::string Replica(const client::ReplicaStatus& r) {
+  return absl::StrCat(
+      "{\"name\":", JsonString(r.name), ",\"target\":", JsonString(r.target),
+      ",\"up\":", Bool(r.up), ",\"serving\":", Bool(r.serving),
+      ",\"stream\":\"", StreamState(r), "\",\"incarnation\":\"", r.incarnation,
+      "\",\"leases_held\":", r.leases_held, ",\"flushes\":", r.flushes,
+      ",\"reconnects\":", r.reconnects, "}");
+}
+
+std::string Lease(const client::HeldLease& l) {
+  return absl::StrCat(
+      "{\"endpoint\":", JsonString(l.endpoint), ",\"replica\":",
+      JsonString(l.replica), ",\"epoch\":\"", l.epoch, "\",\"expires\":",
+      JsonTime(l.expires), ",\"allowance\":", l.allowance, ",\"left\":",
+      l.left, "}");
+}
+
+// {"lease": {"PROCEED": n, ...}, "coordinator": {...}, "fallback": {...}}
+std::string DecisionCounts(const DecisionTally::Counts& c) {
+  // In client::DecisionSource order (1..3).
+  static constexpr const char* kSourceNames[DecisionTally::kSources] = {
+      "coordinator", "fallback", "lease"};
+  std::string out = "{";
+  for (int s = 0; s < DecisionTally::kSources; ++s) {
+    absl::StrAppend(&out, s == 0 ? "" : ",", "\"", kSourceNames[s], "\":{");
+    for (int v = 0; v < DecisionTally::kVerdicts; ++v) {
+      absl::StrAppend(
+          &out, v == 0 ? "" : ",",
+          JsonString(engine::VerdictName(static_cast<engine::Verdict>(v + 1))),
+          ":", c[s][v]);
+    }
+    out.push_back('}');
+  }
+  out.push_back('}');
+  return out;
+}
+
+}  // namespace
+
+HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
+  auto params = status::ParseQueryString(query, {"page_size", "after"});
+  if (!params.ok()) return Refused(params.status());
+  absl::StatusOr<int> page_size = status::IntParam(
+      *params, "page_size", 1, kMaxPageSize, kDefaultPageSize);
+  if (!page_size.ok()) return Refused(page_size.status());
+  const absl::string_view after = params->Get("after").value_or("");
+
+  const absl::Time now = clock_->Now();
+  const client::LeaseStatus s = leases_(after, static_cast<size_t>(*page_size));
+  std::string replicas, leases;
+  bool any_up = false;
+  int64_t flushes = 0, reconnects = 0;
+  for (const client::ReplicaStatus& r : s.replicas) {
+    absl::StrAppend(&replicas, replicas.empty() ? "" : ",", Replica(r));
+    any_up = any_up || r.up;
+    flushes += r.flushes;
+    reconnects += r.reconnects;
+  }
+  for (const client::HeldLease& l : s.leases) {
+    absl::StrAppend(&leases, leases.empty() ? "" : ",", Lease(l));
+  }
+  const int64_t shown = static_cast<int64_t>(s.leases.size());
+  const int64_t left_out = std::max<int64_t>(0, s.leases_matched - shown);
+  const std::string next_after =
+      left_out > 0 && !s.leases.empty() ? s.leases.back().endpoint : "";
+  return Ok(absl::StrCat(
+      "{\"now\":", JsonTime(now), ",\"agent_id\":", JsonString(s.holder_id),
+      ",\"coordinator\":", JsonString(info_.coordinator),
+      ",\"fallback\":", JsonString(info_.fallback),
+      ",\"leases_on\":", Bool(info_.leases), ",\"coordinator_up\":",
+      Bool(any_up), ",\"replicas\":[", replicas, "],\"flushes\":", flushes,
+      ",\"reconnects\":", reconnects,
+      ",\"decisions\":", DecisionCounts(tally_->Read()), ",\"leases\":[",
+      leases, "],\"page_size\":", *page_size, ",\"after\":", JsonString(after),
+      ",\"leases_matched\":", s.leases_matched, ",\"left_out\":", left_out,
+      ",\"next_after\":", JsonString(next_after), "}"));
+}
+
+HttpResponse AgentStatusApi::Decisions(absl::string_view query) const {
+  if (auto params = status::ParseQueryString(query, {}); !params.ok()) {
+    return Refused(params.status());
+  }
+  return Ok(status::DecisionsJson(tally_->ring().Read()));
+}
+
+void AgentStatusApi::AddRoutes(status::HttpRoutes* routes) const {
+  (*routes)["/api/agent"] = [this](absl::string_view q) { return Agent(q); };
+  (*routes)["/api/decisions"] = [this](absl::string_view q) {
+    return Decisions(q);
+  };
+}
+
+}  // namespace stagger::agent

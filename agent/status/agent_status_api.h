@@ -1,0 +1,86 @@
+// AgentStatusApi: the JSON endpoints of stagger-agent's status page,
+// read-only. What it reports comes from a LeaseSource (the agent's
+// CoordinatorClient::lease_status: each replica's lease book read under its
+// own lock, one pass (two past the first page), never calling anyone) and
+// a DecisionTally (atomic counters and a DecisionRing); nothing here
+// touches the decision path's state or holds a lock a decision waits on
+// for longer than such a pass.
+//
+//   GET /api/agent      ?page_size=1..kMaxPageSize&after=ENDPOINT
+//     {"now", "agent_id", "coordinator" (--coordinator), "fallback"
+//      ("fail_open"|"fail_closed"), "leases_on", "coordinator_up" (some
+//      replica takes calls),
+//      "replicas": [{"name", "target", "up", "serving", "stream"
+//        ("UP"|"DOWN"|"OFF"), "incarnation" (decimal string: 64 bits),
+//        "leases_held", "flushes", "reconnects"}],
+//      "flushes", "reconnects" (over the replicas),
+//      "decisions": {"lease"|"coordinator"|"fallback": {"PROCEED", "DEFER",
+//        "GIVE_UP", "DONE"}} since start,
+//      "leases": [{"endpoint", "replica", "epoch" (decimal string),
+//        "expires", "allowance", "left"}] in endpoint order, after `after`,
+//      "page_size", "after", "leases_matched" (live leases after `after`),
+//      "left_out" (matched, not on this page), "next_after" (the `after`
+//      of the next page; "" when none)}
+//   GET /api/decisions  DecisionsJson (core/status/json.h) of the tally's
+//                       ring: the chart, as staggerd's api/decisions
+//
+// A query it refuses (core/status/query_string.h: unknown or repeated
+// parameters, bad escapes, control characters, a page size out of range)
+// is a 400 with {"error": "query: ..."}. Thread-safe; `tally` and `clock`
+// must outlive it.
+#ifndef STAGGER_AGENT_STATUS_AGENT_STATUS_API_H_
+#define STAGGER_AGENT_STATUS_AGENT_STATUS_API_H_
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/string_view.h"
+#include "agent/status/decision_tally.h"
+#include "client/lease_status.h"
+#include "core/engine/clock.h"
+#include "core/status/http_server.h"
+
+namespace stagger::agent {
+
+// What the agent was started with, shown as is.
+struct AgentInfo {
+  std::string coordinator;  // --coordinator
+  std::string fallback;     // --fallback
+  bool leases = true;       // --leases
+};
+
+// The replicas and up to `max` leases after `after`:
+// CoordinatorClient::lease_status in the agent, a fake in tests.
+using LeaseSource =
+    std::function<client::LeaseStatus(absl::string_view after, size_t max)>;
+
+class AgentStatusApi {
+ public:
+  static constexpr int kDefaultPageSize = 100;
+  static constexpr int kMaxPageSize = 1000;
+
+  AgentStatusApi(AgentInfo info, LeaseSource leases,
+                 const DecisionTally* tally, const engine::Clock* clock)
+      : info_(std::move(info)),
+        leases_(std::move(leases)),
+        tally_(tally),
+        clock_(clock) {}
+
+  status::HttpResponse Agent(absl::string_view query) const;
+  status::HttpResponse Decisions(absl::string_view query) const;
+
+  // The routes above, for HttpServer.
+  void AddRoutes(status::HttpRoutes* routes) const;
+
+ private:
+  const AgentInfo info_;
+  const LeaseSource leases_;
+  const DecisionTally* const tally_;
+  const engine::Clock* const clock_;
+};
+
+}  // namespace stagger::agent
+
+#endif  // STAGGER_AGENT_STATUS_AGENT_STATUS_API_H_
