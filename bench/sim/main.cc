@@ -271,10 +271,10 @@ absl::StatusOr<std::vector<sim::DownInterval>> ParseDown(absl::string_view v) {
   return out;
 }
 
-// The flags' scenario. Exit status 2 in *exit on bad flags.
-std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
-  sim::Scenario s;
-  s.subscriptions = absl::GetFlag(FLAGS_subscriptions);
+// The flags' endpoints: the first one has the outage (--outage or --down),
+// the other --endpoints - 1 are always up, alike otherwise. Exit status 2 in
+// *exit on bad flags.
+std::optional<std::vector<sim::EndpointSpec>> EndpointsFromFlags(int* exit) {
   sim::EndpointSpec e0 = sim::OutageEndpoint(
       absl::GetFlag(FLAGS_outage), absl::GetFlag(FLAGS_capacity),
       absl::GetFlag(FLAGS_outage_retry_after));
@@ -300,13 +300,24 @@ std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
     return std::nullopt;
   }
   e0.up_failure_share = absl::GetFlag(FLAGS_up_failure_share);
-  s.endpoints = {e0};
+  std::vector<sim::EndpointSpec> out = {e0};
   for (int i = 1; i < endpoints; ++i) {
     sim::EndpointSpec up;
     up.capacity_per_second = e0.capacity_per_second;
     up.up_failure_share = e0.up_failure_share;
-    s.endpoints.push_back(up);
+    out.push_back(up);
   }
+  return out;
+}
+
+// The flags' scenario. Exit status 2 in *exit on bad flags.
+std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
+  sim::Scenario s;
+  s.subscriptions = absl::GetFlag(FLAGS_subscriptions);
+  std::optional<std::vector<sim::EndpointSpec>> endpoints =
+      EndpointsFromFlags(exit);
+  if (!endpoints.has_value()) return std::nullopt;
+  s.endpoints = *std::move(endpoints);
   s.arrival_rate = absl::GetFlag(FLAGS_arrival_rate);
   s.concurrency = absl::GetFlag(FLAGS_concurrency);
   s.base = absl::GetFlag(FLAGS_base);
