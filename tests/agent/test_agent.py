@@ -186,10 +186,11 @@ def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
         sa.Report(pb.ReportRequest(endpoint=ep, attempt=1,
                                    outcome=pb.RETRYABLE_FAILURE),
                   timeout=TIMEOUT)
-    # B was told at once; its first attempts are the coordinator's again.
+    # B is told (how fast: bench/run's revoke_p99_ms); its first attempts
+    # are the coordinator's again.
     poll_until("B's lease revoked", lambda: sb.Admit(
         pb.AdmitRequest(endpoint=ep, attempt=1),
-        timeout=TIMEOUT).decision.reason == pb.CIRCUIT_OPEN, timeout=5)
+        timeout=TIMEOUT).decision.reason == pb.CIRCUIT_OPEN)
     for _ in range(20):
         dec = sb.Admit(pb.AdmitRequest(endpoint=ep, attempt=1),
                        timeout=TIMEOUT).decision
