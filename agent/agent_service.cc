@@ -69,6 +69,9 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
   }
   void OnCancel() override { cancel_.Cancel(); }
   void OnDone() override { delete this; }
+  // Short reactions, run inline (see server/service/wait_room.h's
+  // WaitingCall: the same reason).
+  bool InternalInlineable() override { return true; }
 
  private:
   client::CoordinatorClient* const client_;

@@ -18,11 +18,13 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/distributions.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/internal/batch_fan_out.h"
 #include "client/internal/client_metrics.h"
@@ -115,6 +117,52 @@ const char* DecisionSourceName(DecisionSource s) {
   return "unknown";
 }
 
+// Calls in flight: CancelAllAndWait() cancels each and returns when gRPC
+// has destroyed the last one's state. A Token counts one call from its
+// construction to its destruction; its context can be cancelled from the
+// construction until Forget() (call it before the context is destroyed).
+class InFlightCalls {
+ public:
+  class Token {
+   public:
+    Token(InFlightCalls* calls, grpc::ClientContext* ctx)
+        : calls_(calls), ctx_(ctx) {
+      absl::MutexLock l(&calls_->mu_);
+      ++calls_->n_;
+      calls_->contexts_.insert(ctx_);
+    }
+    void Forget() {
+      absl::MutexLock l(&calls_->mu_);
+      calls_->contexts_.erase(ctx_);
+    }
+    ~Token() {
+      absl::MutexLock l(&calls_->mu_);
+      calls_->contexts_.erase(ctx_);
+      --calls_->n_;
+    }
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
+
+   private:
+    InFlightCalls* const calls_;
+    grpc::ClientContext* const ctx_;
+  };
+
+  void CancelAllAndWait() {
+    absl::MutexLock l(&mu_);
+    for (grpc::ClientContext* ctx : contexts_) ctx->TryCancel();
+    const auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return n_ == 0;
+    };
+    mu_.Await(absl::Condition(&none));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int n_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
+};
+
 class CoordinatorClient::Impl {
  public:
   explicit Impl(ClientOptions options);
@@ -167,6 +215,11 @@ class CoordinatorClient::Impl {
   std::unique_ptr<Membership> membership_;
   absl::Notification stop_;
   std::thread housekeeper_;
+  // Waiting Admits whose callback state (context, channel reference) gRPC
+  // has not destroyed yet: the destructor cancels them and waits for none,
+  // so that no callback runs on a destroyed client and no channel outlives
+  // it on one of gRPC's threads.
+  InFlightCalls in_flight_;
 };
 
 CoordinatorClient::Impl::Impl(ClientOptions options)
@@ -191,6 +244,7 @@ CoordinatorClient::Impl::Impl(ClientOptions options)
 CoordinatorClient::Impl::~Impl() {
   stop_.Notify();
   housekeeper_.join();
+  in_flight_.CancelAllAndWait();
   membership_.reset();  // the replicas' watchers stop before the metrics go
 }
 
@@ -369,6 +423,9 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
 // One waiting call in flight: its request (the input borrows its endpoint),
 // response, context, replica and the caller's cancellation.
 struct WaitingAdmit {
+  explicit WaitingAdmit(InFlightCalls* calls) : in_flight(calls, &ctx) {}
+  ~WaitingAdmit() { in_flight.Forget(); }  // ctx is still alive here
+  InFlightCalls::Token in_flight;  // destroyed last: after ctx
   v1::AdmitRequest req;
   v1::AdmitResponse resp;
   grpc::ClientContext ctx;
@@ -387,7 +444,7 @@ void CoordinatorClient::Impl::AdmitWaitingAsync(const AdmitRequest& in,
   if (r == nullptr) {
     return done(local_.Admit(in, absl::UnavailableError(kConsideredDown)));
   }
-  auto call = std::make_shared<WaitingAdmit>();
+  auto call = std::make_shared<WaitingAdmit>(&in_flight_);
   wire::ToProto(in, &call->req);
   call->replica = r;
   call->done = std::move(done);

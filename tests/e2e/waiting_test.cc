@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
@@ -159,6 +160,35 @@ TEST(WaitingE2ETest, AStaggerdKilledWithCallsWaitingLosesNoDelivery) {
   for (const LoopResult& r : runs.results) {
     EXPECT_EQ(r.end, LoopEnd::kSucceeded) << LoopEndName(r.end);
   }
+}
+
+TEST(WaitingE2ETest, DestroyingAClientEndsItsWaitingCallsFirst) {
+  // A client destroyed with a waiting call held by staggerd cancels the
+  // call and returns once gRPC has let go of it: the callback runs before
+  // the client is gone, not on a destroyed one, and not a minute later.
+  stagger::testing::ScratchDir dir;
+  auto server = StartStaggerd(dir.path(), absl::Minutes(10));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClientOptions o;
+  o.target = (*server)->target();
+  o.call_deadline = absl::Seconds(10);
+  auto c = MakeClient(o);
+  Trip(*c);
+  AdmitRequest in;
+  in.endpoint = kEp;
+  in.attempt = 2;
+  in.wait = absl::Seconds(60);
+  absl::Notification answered;
+  c->AdmitWaitingAsync(in, nullptr, [&](absl::StatusOr<ClientDecision>) {
+    answered.Notify();
+  });
+  ASSERT_TRUE(PollUntil([&] { return Waiting(**server) >= 1; }));
+  const absl::Time start = absl::Now();
+  c.reset();
+  EXPECT_TRUE(answered.HasBeenNotified());
+  // Cancelled, not waited out (the wait is 60 s).
+  EXPECT_LT(absl::Now() - start, absl::Seconds(50));
+  EXPECT_TRUE(PollUntil([&] { return Waiting(**server) == 0; }));
 }
 
 TEST(WaitingE2ETest, ADrainAnswersEveryWaitingCallBeforeThePortCloses) {
