@@ -17,8 +17,11 @@
 //                                        "Retry-After: retry_after_seconds"
 //   otherwise                            HTTP 200, with 3% HTTP 500
 // Deliveries arrive evenly over --arrival_seconds (defaults: 200 over 12 s,
-// 32 workers; a run takes 15-30 s). A worker holds its delivery through a
-// PROCEED delay (RetryLoop waits it out); a deferred delivery is parked in
+// 32 workers). A worker holds its delivery through a PROCEED delay
+// (RetryLoop asks a waiting Admit for it, which staggerd answers early
+// with RELEASED once the endpoint is seen to recover: against staggerd the
+// last delivery goes when the last Retry-After window ends, about 13 s
+// into the run with the defaults); a deferred delivery is parked in
 // the worker queue until its defer time (the way a queue consumer would set
 // a redelivery delay) and the worker takes the next one. The run stops when
 // every delivery has ended, or after --max_run_seconds (then the rest is
