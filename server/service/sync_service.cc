@@ -60,10 +60,20 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
     Pump();
   }
 
+  // gRPC runs OnDone after Finish, but may hand it to its executor inside
+  // uninstrumented libgrpc++ (docs/SANITIZERS.md), an order ThreadSanitizer
+  // cannot see. Taking mu_ first makes it visible: Finish is only called
+  // after Pump held mu_, so OnDone sees everything the read and write sides
+  // did before it (attached_, agent_, the queue).
   void OnDone() override {
+    { absl::MutexLock l(&mu_); }
     if (attached_) hub_->Detach(agent_, this);
     Unref();
   }
+  // The last reference may be dropped on a thread that never took mu_ (a
+  // hub call's Unref); taking it here orders the queue's destruction after
+  // every locked use of it.
+  ~SyncStream() override { absl::MutexLock l(&mu_); }
 
   void PushRevokes(std::vector<lease::LeaseRevoke> revokes) override {
     v1::SyncDown down;
