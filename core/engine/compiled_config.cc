@@ -54,7 +54,7 @@ void CompiledConfig::Rebind(EndpointState& st, absl::string_view key) const {
       prev->generation == st.config_generation &&
       (old_index < 0 ||
        static_cast<size_t>(old_index) < prev->config.overrides.size());
-  st.policy_index = Resolve(key);
+  st.policy_index = static_cast<int16_t>(Resolve(key));
   if (had_policy) {
     st.budget.Reconfigured(
         prev_known ? &prev->Policy(old_index).budget : nullptr,

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "core/engine/capacity_estimator.h"
 #include "core/engine/circuit_breaker.h"
+#include "core/engine/engine_config.h"
 #include "core/engine/release_pacer.h"
 #include "core/engine/retry_budget.h"
 
@@ -31,6 +32,8 @@ struct EndpointRelease {
 
 // With a 51-byte key one state is one 224-byte malloc chunk, plus 9 bytes
 // of table per slot (pointer and control byte) at a load of 0.44..0.87.
+// The members are ordered so that none needs padding: the pointer with the
+// 8-byte members, the 2-byte ones together, the key's head last.
 struct EndpointState {
   int64_t last_seen_ns = 0;
   int64_t previous_delay_ns = 0;     // decorrelated jitter's state; 0 = none
@@ -38,15 +41,16 @@ struct EndpointState {
   // The last success (reported, or counted by a lease holder): what lets
   // a waiting retry go before its backoff ends (decision_path.h).
   int64_t last_success_ns = 0;
+  // The release side, allocated when the endpoint's gate first closes.
+  std::unique_ptr<EndpointRelease> release;
   uint32_t config_generation = 0;    // generation policy_index refers to
-  int32_t policy_index = -1;         // -1: default policy; else override
+  // -1: default policy; else the override's index (< kMaxOverrides).
+  int16_t policy_index = -1;
+  uint16_t key_size = 0;  // bytes, <= 4096 (limits.max_key_bytes)
   CircuitBreaker breaker;
   RetryBudget budget;
   ServedRate served;
-  // The release side, allocated when the endpoint's gate first closes.
-  std::unique_ptr<EndpointRelease> release;
-  uint16_t key_size = 0;  // bytes, <= 4096 (limits.max_key_bytes)
-  char key_head[6] = {};  // the key's first bytes; the rest follow
+  char key_head[4] = {};  // the key's first bytes; the rest follow
 
   absl::string_view key() const { return {key_head, key_size}; }
 
@@ -58,6 +62,9 @@ struct EndpointState {
 
 // Counted against the <= 256 B/endpoint target (bench/endpoint_memory).
 static_assert(sizeof(EndpointState) <= 256, "EndpointState grew");
+// One 224-byte chunk with a 51-byte key needs sizeof + 47 <= 216.
+static_assert(sizeof(EndpointState) <= 168, "EndpointState grew past 168 B");
+static_assert(kMaxOverrides <= 32767, "policy_index is 16 bits");
 
 }  // namespace stagger::engine
 

@@ -291,6 +291,10 @@ void ValidateEngineConfig(const EngineConfig& config,
   }
   {
     Scoped field(errors, "overrides");
+    if (config.overrides.size() > kMaxOverrides) {
+      errors->Add(absl::StrCat("at most ", kMaxOverrides, " overrides, got ",
+                               config.overrides.size()));
+    }
     for (size_t i = 0; i < config.overrides.size(); ++i) {
       Scoped index(errors, i);
       ValidateOverride(config.overrides[i], errors);

@@ -107,9 +107,13 @@ struct PolicyOverride {
   std::string Name() const;  // "prefix:<pattern>" / "glob:<pattern>"
 };
 
+// At most this many overrides: a new endpoint is matched against each in
+// turn, and its state keeps the index in 16 bits (endpoint_state.h).
+inline constexpr size_t kMaxOverrides = 10000;
+
 struct EngineConfig {
   PolicyParams default_policy;
-  std::vector<PolicyOverride> overrides;  // first match wins
+  std::vector<PolicyOverride> overrides;  // first match wins; <= kMaxOverrides
   Limits limits;
 };
 

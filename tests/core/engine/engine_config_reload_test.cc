@@ -69,6 +69,25 @@ TEST_F(EngineTest, SetConfigKeepsStateAndAppliesOverrides) {
   EXPECT_EQ(engine().config().overrides.size(), 3u);
 }
 
+// The last of the most overrides a config may hold (kMaxOverrides) is
+// still found: the state keeps its index in 16 bits.
+TEST_F(EngineTest, TheLastOfTheMostOverridesApplies) {
+  EngineConfig c = NoBreaker();
+  PolicyOverride o;
+  o.match = PolicyOverride::Match::kPrefix;
+  o.policy = c.default_policy;
+  o.policy.backoff.kind = BackoffKind::kExponential;
+  for (size_t i = 0; i < kMaxOverrides; ++i) {
+    o.pattern = "p" + std::to_string(i) + "/";
+    o.policy.backoff.base = absl::Milliseconds(i + 1);
+    c.overrides.push_back(o);
+  }
+  Make(c);
+  EXPECT_EQ(Fail("p9999/hook", 1).delay, absl::Milliseconds(10000));
+  EXPECT_EQ(Inspect("p9999/hook").policy, "prefix:p9999/");
+  EXPECT_EQ(Fail("p0/hook", 1).delay, absl::Milliseconds(1));
+}
+
 TEST_F(EngineTest, SetConfigKeepsTheBreakerOpen) {
   Make(TripAfter(1));
   const absl::Time until = Trip(kEp, 1);

@@ -293,6 +293,21 @@ TEST(ValidateEngineConfigTest, ListsEveryErrorOnePerLineInFieldOrder) {
 
 // An out-of-range base is reported on base alone, not again as "cap must be
 // >= base".
+// The override count is a limit of its own: an endpoint's state keeps its
+// override's index in 16 bits (core/engine/endpoint_state.h).
+TEST(ValidateEngineConfigTest, OverridesAreLimitedTo10000) {
+  EngineConfig c;
+  PolicyOverride o;
+  o.match = PolicyOverride::Match::kPrefix;
+  o.pattern = "https://a.example/";
+  c.overrides.assign(kMaxOverrides, o);
+  EXPECT_TRUE(ValidateEngineConfig(c).ok()) << ValidateEngineConfig(c);
+  c.overrides.push_back(o);
+  const absl::Status s = ValidateEngineConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "overrides: at most 10000 overrides, got 10001");
+}
+
 TEST(ValidateEngineConfigTest, InvalidBaseIsNotReportedTwice) {
   EngineConfig c;
   Bo(c).base = absl::Hours(3);
