@@ -25,6 +25,9 @@ struct ReplicaStatus {
   int64_t leases_held = 0;        // live leases from this replica now
   int64_t flushes = 0;     // messages sent up the stream so far
   int64_t reconnects = 0;  // streams reopened so far
+  // Waiting Admits held here, their entries in this replica's line
+  // (sync_session.h, Hold).
+  int64_t held_calls = 0;
 };
 
 // One live lease: this client may answer first attempts and successes on

@@ -38,7 +38,8 @@ std::string Replica(const client::ReplicaStatus& r) {
       ",\"up\":", Bool(r.up), ",\"serving\":", Bool(r.serving),
       ",\"stream\":\"", StreamState(r), "\",\"incarnation\":\"", r.incarnation,
       "\",\"leases_held\":", r.leases_held, ",\"flushes\":", r.flushes,
-      ",\"reconnects\":", r.reconnects, "}");
+      ",\"reconnects\":", r.reconnects, ",\"held_calls\":", r.held_calls,
+      "}");
 }
 
 std::string Lease(const client::HeldLease& l) {
@@ -83,12 +84,13 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
   const client::LeaseStatus s = leases_(after, static_cast<size_t>(*page_size));
   std::string replicas, leases;
   bool any_up = false;
-  int64_t flushes = 0, reconnects = 0;
+  int64_t flushes = 0, reconnects = 0, held_calls = 0;
   for (const client::ReplicaStatus& r : s.replicas) {
     absl::StrAppend(&replicas, replicas.empty() ? "" : ",", Replica(r));
     any_up = any_up || r.up;
     flushes += r.flushes;
     reconnects += r.reconnects;
+    held_calls += r.held_calls;
   }
   for (const client::HeldLease& l : s.leases) {
     absl::StrAppend(&leases, leases.empty() ? "" : ",", Lease(l));
@@ -103,7 +105,7 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
       ",\"fallback\":", JsonString(info_.fallback),
       ",\"leases_on\":", Bool(info_.leases), ",\"coordinator_up\":",
       Bool(any_up), ",\"replicas\":[", replicas, "],\"flushes\":", flushes,
-      ",\"reconnects\":", reconnects,
+      ",\"reconnects\":", reconnects, ",\"held_calls\":", held_calls,
       ",\"decisions\":", DecisionCounts(tally_->Read()), ",\"leases\":[",
       leases, "],\"page_size\":", *page_size, ",\"after\":", JsonString(after),
       ",\"leases_matched\":", s.leases_matched, ",\"left_out\":", left_out,

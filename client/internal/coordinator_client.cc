@@ -172,6 +172,16 @@ class CoordinatorClient::Impl {
   absl::StatusOr<ClientDecision> Report(const ReportRequest& in);
   void AdmitWaitingAsync(const AdmitRequest& in, const Canceller* cancel,
                          AdmitDone done);
+  // AdmitWaitingAsync's two ways: held over the replica's lease stream
+  // (false: the stream is not up, `done` untouched), or a waiting call.
+  bool HoldOnStream(Replica* r, const AdmitRequest& in,
+                    const Canceller* cancel, AdmitDone& done);
+  void AnswerHeld(const std::shared_ptr<struct StreamHeldAdmit>& call,
+                  Replica* r, const Canceller* cancel,
+                  absl::StatusOr<v1::AdmitResponse> resp);
+  void AdmitWaitingByCall(const std::shared_ptr<Replica>& r,
+                          const AdmitRequest& in, const Canceller* cancel,
+                          AdmitDone done);
   std::optional<ClientDecision> AdmitUnderLease(const AdmitRequest& in) {
     return LeasedAdmit(membership_->Peek(in.endpoint).get(), in);
   }
@@ -339,6 +349,7 @@ LeaseStatus CoordinatorClient::Impl::lease_status(absl::string_view after,
       rs.leases_held = after.empty() ? page.matched : s->book().LeasesHeld(now);
       rs.flushes = s->flushes();
       rs.reconnects = s->reconnects();
+      rs.held_calls = s->held();
       out.leases_matched += page.matched;
       for (lease::LeaseBook::HeldLease& l : page.leases) {
         out.leases.push_back({std::move(l.endpoint), r->name(), l.epoch,
@@ -444,6 +455,86 @@ void CoordinatorClient::Impl::AdmitWaitingAsync(const AdmitRequest& in,
   if (r == nullptr) {
     return done(local_.Admit(in, absl::UnavailableError(kConsideredDown)));
   }
+  if (r->sync() != nullptr && HoldOnStream(r.get(), in, cancel, done)) return;
+  AdmitWaitingByCall(r, in, cancel, std::move(done));
+}
+
+// A held call over the replica's lease stream (sync_session.h): its
+// request, the caller's `done` and cancellation. `finished` stops a
+// subscription made after the answer came.
+struct StreamHeldAdmit {
+  v1::AdmitRequest req;
+  absl::Time started;
+  absl::Mutex mu;
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  CoordinatorClient::AdmitDone done ABSL_GUARDED_BY(mu);
+  Canceller::Subscription cancel ABSL_GUARDED_BY(mu);
+};
+
+bool CoordinatorClient::Impl::HoldOnStream(Replica* r, const AdmitRequest& in,
+                                           const Canceller* cancel,
+                                           AdmitDone& done) {
+  auto call = std::make_shared<StreamHeldAdmit>();
+  wire::ToProto(in, &call->req);
+  call->started = absl::Now();
+  {
+    absl::MutexLock l(&call->mu);
+    call->done = std::move(done);
+  }
+  SyncSession* s = r->sync();
+  std::optional<uint64_t> id = s->Hold(
+      call->req, [this, call, r, cancel](
+                     absl::StatusOr<v1::AdmitResponse> resp) {
+        AnswerHeld(call, r, cancel, std::move(resp));
+      });
+  absl::MutexLock l(&call->mu);
+  if (!id.has_value()) {  // the stream is not up: the caller sends it
+    done = std::move(call->done);
+    return false;
+  }
+  if (cancel != nullptr && !call->finished) {
+    call->cancel = cancel->OnCancel([s, id] { s->Drop(*id); });
+  }
+  return true;
+}
+
+void CoordinatorClient::Impl::AnswerHeld(
+    const std::shared_ptr<StreamHeldAdmit>& call, Replica* r,
+    const Canceller* cancel, absl::StatusOr<v1::AdmitResponse> resp) {
+  Canceller::Subscription sub;
+  AdmitDone done;
+  {
+    absl::MutexLock l(&call->mu);
+    call->finished = true;
+    sub = std::move(call->cancel);
+    done = std::move(call->done);
+  }
+  sub.Reset();
+  if (resp.ok()) {
+    absl::StatusOr<ClientDecision> d = FromResponse(*resp, clock_->Now());
+    if (d.ok()) r->MarkUp();
+    return done(d);
+  }
+  if (resp.status().code() != absl::StatusCode::kUnavailable ||
+      stop_.HasBeenNotified()) {
+    return done(resp.status());
+  }
+  // The stream broke (or the replica was silent): the rest of the wait as
+  // a waiting call of its own.
+  absl::StatusOr<engine::AdmitInput> in = wire::FromProto(call->req);
+  if (!in.ok()) return done(in.status());
+  in->wait = std::max(in->wait - (absl::Now() - call->started),
+                      absl::Milliseconds(1));
+  std::shared_ptr<Replica> again = membership_->Route(in->endpoint);
+  if (again == nullptr) {
+    return done(local_.Admit(*in, absl::UnavailableError(kConsideredDown)));
+  }
+  AdmitWaitingByCall(again, *in, cancel, std::move(done));
+}
+
+void CoordinatorClient::Impl::AdmitWaitingByCall(
+    const std::shared_ptr<Replica>& r, const AdmitRequest& in,
+    const Canceller* cancel, AdmitDone done) {
   auto call = std::make_shared<WaitingAdmit>(&in_flight_);
   wire::ToProto(in, &call->req);
   call->replica = r;

@@ -7,12 +7,15 @@
 #include "absl/random/distributions.h"
 #include "absl/random/random.h"
 #include "core/wire/sync_wire.h"
+#include "core/wire/wire.h"
 
 namespace stagger::client {
 namespace {
 
 // A stream that stayed up this long starts the next backoff afresh.
 constexpr absl::Duration kHealthyStream = absl::Seconds(10);
+// Held calls, drops and returns per message (sync.proto allows 10,000).
+constexpr int kHeldPerMessage = 1000;
 
 void Fill(lease::LeaseBook::Outgoing& out, v1::SyncUp* up) {
   if (out.counts.has_value()) wire::ToProto(*out.counts, up->mutable_counts());
@@ -37,6 +40,131 @@ SyncSession::~SyncSession() {
     if (ctx_ != nullptr) ctx_->TryCancel();
   }
   writer_.join();
+  {
+    absl::MutexLock l(&mu_);
+    EndAllHeld(absl::CancelledError("the client is closing"));
+  }
+  RunFinished();
+}
+
+std::optional<uint64_t> SyncSession::Hold(v1::AdmitRequest request,
+                                          HeldDone done) {
+  absl::StatusOr<absl::Duration> wait =
+      wire::FromProto(request.wait(), "wait");
+  absl::MutexLock l(&mu_);
+  if (stop_ || broken_ || !connected() || !wait.ok()) return std::nullopt;
+  const uint64_t id = next_held_id_++;
+  const absl::Time give_up = absl::Now() + *wait + kHeldGrace;
+  held_[id] = Held{std::move(request), std::move(done), give_up, false};
+  give_ups_.insert({give_up, id});
+  holds_out_.push_back(id);
+  nudged_ = true;
+  return id;
+}
+
+void SyncSession::Drop(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  auto it = held_.find(id);
+  if (it == held_.end()) return;  // answered already
+  Held h = std::move(it->second);
+  held_.erase(it);
+  give_ups_.erase({h.give_up, id});
+  if (h.sent) {
+    drops_out_.push_back(id);
+    dropped_[id] = h.request.endpoint();
+  }
+  finished_.push_back(
+      {std::move(h.done), absl::CancelledError("cancelled while waiting")});
+  nudged_ = true;  // the writer runs `done` and sends the drop
+}
+
+int64_t SyncSession::held() const {
+  absl::MutexLock l(&mu_);
+  return static_cast<int64_t>(held_.size());
+}
+
+void SyncSession::RunFinished() {
+  std::vector<Finished> finished;
+  {
+    absl::MutexLock l(&mu_);
+    finished.swap(finished_);
+  }
+  for (Finished& f : finished) f.done(std::move(f.result));
+}
+
+void SyncSession::EndAllHeld(const absl::Status& status) {
+  for (auto& [id, h] : held_) finished_.push_back({std::move(h.done), status});
+  held_.clear();
+  give_ups_.clear();
+  holds_out_.clear();
+  drops_out_.clear();
+  returns_out_.clear();
+  dropped_.clear();
+}
+
+void SyncSession::Answer(const v1::HeldAnswer& a) {
+  if (auto it = held_.find(a.id()); it != held_.end()) {
+    Held h = std::move(it->second);
+    held_.erase(it);
+    give_ups_.erase({h.give_up, a.id()});
+    absl::StatusOr<v1::AdmitResponse> result =
+        a.code() == 0 ? absl::StatusOr<v1::AdmitResponse>(a.response())
+                      : absl::Status(static_cast<absl::StatusCode>(a.code()),
+                                     a.message());
+    finished_.push_back({std::move(h.done), std::move(result)});
+    return;
+  }
+  auto d = dropped_.find(a.id());
+  if (d == dropped_.end()) return;
+  const v1::Decision& decision = a.response().decision();
+  if (a.code() == 0 && decision.verdict() == v1::PROCEED &&
+      decision.admission() != 0) {
+    v1::ReturnedRelease r;
+    r.set_endpoint(d->second);
+    r.set_admission(decision.admission());
+    returns_out_.push_back(std::move(r));
+    nudged_ = true;
+  }
+  dropped_.erase(d);
+}
+
+bool SyncSession::FillHeld(absl::Time now, v1::SyncUp* up) {
+  // Calls whose answer is overdue end now; the replica hears of it.
+  while (!give_ups_.empty() && give_ups_.begin()->first <= now) {
+    const uint64_t id = give_ups_.begin()->second;
+    give_ups_.erase(give_ups_.begin());
+    auto it = held_.find(id);
+    if (it == held_.end()) continue;
+    if (it->second.sent) {
+      drops_out_.push_back(id);
+      dropped_[id] = it->second.request.endpoint();
+    }
+    finished_.push_back(
+        {std::move(it->second.done),
+         absl::UnavailableError("the coordinator did not answer a held call "
+                                "in time")});
+    held_.erase(it);
+  }
+  while (!holds_out_.empty() && up->holds_size() < kHeldPerMessage) {
+    const uint64_t id = holds_out_.front();
+    holds_out_.pop_front();
+    auto it = held_.find(id);
+    if (it == held_.end()) continue;  // dropped before it went
+    it->second.sent = true;
+    v1::HeldAdmit* h = up->add_holds();
+    h->set_id(id);
+    *h->mutable_request() = it->second.request;
+  }
+  while (!drops_out_.empty() && up->drops_size() < kHeldPerMessage) {
+    up->add_drops(drops_out_.back());
+    drops_out_.pop_back();
+  }
+  while (!returns_out_.empty() && up->returns_size() < kHeldPerMessage) {
+    *up->add_returns() = std::move(returns_out_.back());
+    returns_out_.pop_back();
+  }
+  return up->holds_size() > 0 || up->drops_size() > 0 ||
+         up->returns_size() > 0;
 }
 
 void SyncSession::Nudge() {
@@ -109,14 +237,23 @@ void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
   connected_.store(ok, std::memory_order_relaxed);
   absl::Time next_flush = absl::Now() + options_.flush_interval;
   while (ok && NextMessage(&next_flush, &up)) {
+    RunFinished();
+    if (up.ByteSizeLong() == 0) continue;
     ok = stream->Write(up);
     if (ok) flushes_.fetch_add(1, std::memory_order_relaxed);
   }
   ctx.TryCancel();  // ends the reader's Read
   reader.join();
   stream->Finish();
-  absl::MutexLock l(&mu_);
-  ctx_ = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    ctx_ = nullptr;
+    connected_.store(false, std::memory_order_relaxed);
+    EndAllHeld(stop_ ? absl::CancelledError("the client is closing")
+                     : absl::UnavailableError(
+                           "the stream to the coordinator broke"));
+  }
+  RunFinished();
 }
 
 void SyncSession::Read(
@@ -124,19 +261,23 @@ void SyncSession::Read(
   v1::SyncDown down;
   while (stream->Read(&down)) {
     const absl::Time now = options_.clock->Now();
-    absl::MutexLock l(&mu_);
-    if (down.applied_seq() != 0) {
-      applied_ = std::max(applied_, down.applied_seq());
-      book_.OnApplied(down.applied_seq());
+    {
+      absl::MutexLock l(&mu_);
+      if (down.applied_seq() != 0) {
+        applied_ = std::max(applied_, down.applied_seq());
+        book_.OnApplied(down.applied_seq());
+      }
+      for (const v1::LeaseGrant& g : down.grants()) {
+        absl::StatusOr<lease::LeaseGrant> grant = wire::FromProto(g);
+        if (grant.ok()) book_.OnGrant(*grant, now);
+      }
+      for (const v1::LeaseRevoke& r : down.revokes()) {
+        book_.OnRevoke(wire::FromProto(r));
+        nudged_ = true;  // acknowledge soon
+      }
+      for (const v1::HeldAnswer& a : down.answers()) Answer(a);
     }
-    for (const v1::LeaseGrant& g : down.grants()) {
-      absl::StatusOr<lease::LeaseGrant> grant = wire::FromProto(g);
-      if (grant.ok()) book_.OnGrant(*grant, now);
-    }
-    for (const v1::LeaseRevoke& r : down.revokes()) {
-      book_.OnRevoke(wire::FromProto(r));
-      nudged_ = true;  // acknowledge soon
-    }
+    if (down.answers_size() > 0) RunFinished();
   }
   absl::MutexLock l(&mu_);
   broken_ = true;
@@ -153,6 +294,8 @@ bool SyncSession::NextMessage(absl::Time* next_flush, v1::SyncUp* up) {
       return true;
     }
     const absl::Time now = absl::Now();
+    // Held calls go at once (with nothing to send, the `done`s due).
+    if (FillHeld(now, up) || !finished_.empty()) return true;
     const bool flush = now >= *next_flush;
     if (flush || nudged_) {
       nudged_ = false;
@@ -170,9 +313,14 @@ bool SyncSession::NextMessage(absl::Time* next_flush, v1::SyncUp* up) {
       continue;
     }
     const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stop_ || broken_ || nudged_ || !urgent_.empty();
+      return stop_ || broken_ || nudged_ || !urgent_.empty() ||
+             !holds_out_.empty() || !drops_out_.empty() ||
+             !returns_out_.empty() || !finished_.empty();
     };
-    mu_.AwaitWithDeadline(absl::Condition(&due), *next_flush);
+    const absl::Time wake =
+        give_ups_.empty() ? *next_flush
+                          : std::min(*next_flush, give_ups_.begin()->first);
+    mu_.AwaitWithDeadline(absl::Condition(&due), wake);
   }
 }
 

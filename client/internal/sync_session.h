@@ -13,6 +13,15 @@
 //     once and waits, at most `timeout`, until the replica has applied
 //     them; called before a failure report is forwarded, so the replica
 //     learns the successes before the failure.
+//   * Hold(request, done): a waiting Admit handed to the replica over the
+//     stream (sync.proto, "Held calls"); the replica answers it once.
+//     `done` gets that answer; UNAVAILABLE if the stream broke first, or
+//     no answer came by the wait plus kHeldGrace (the caller then sends
+//     the call another way); CANCELLED after Drop(id) or at the session's
+//     end. `done` runs on the session's reader or writer thread, never
+//     inside Hold or Drop. An answer that arrives for a dropped id and let
+//     a delivery go is sent back (SyncUp.returns), so a probe goes on to
+//     the next waiter.
 //   * A broken stream is reopened with jittered backoff (kMinBackoff
 //     doubling to max_backoff). Meanwhile the book keeps its leases until
 //     they run out, and its counts; calls go to the coordinator or, if it
@@ -24,11 +33,18 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -62,6 +78,13 @@ class SyncSession {
   const Options& options() const { return options_; }
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
   bool FlushFor(absl::string_view endpoint, absl::Duration timeout);
+
+  static constexpr absl::Duration kHeldGrace = absl::Seconds(2);
+  using HeldDone = std::function<void(absl::StatusOr<v1::AdmitResponse>)>;
+  // Nothing taken (nullopt) if the stream is not up. request.wait > 0.
+  std::optional<uint64_t> Hold(v1::AdmitRequest request, HeldDone done);
+  void Drop(uint64_t id);
+  int64_t held() const;
   // Something is due (a first attempt without a lease): send soon.
   void Nudge();
 
@@ -79,6 +102,26 @@ class SyncSession {
   // The next message due now, if any (blocks until one is, or the stream
   // broke, or stop). False: stop writing.
   bool NextMessage(absl::Time* next_flush, v1::SyncUp* up);
+  // Held calls: what goes up next (holds, drops, returns; false: nothing),
+  // and the calls that ran out of time.
+  bool FillHeld(absl::Time now, v1::SyncUp* up)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Answer(const v1::HeldAnswer& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every held call ends with `status` (the stream broke, or stop).
+  void EndAllHeld(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunFinished();  // the `done`s due, outside the lock
+
+  struct Held {
+    v1::AdmitRequest request;
+    HeldDone done;
+    absl::Time give_up;  // real time
+    bool sent = false;   // in a message already
+  };
+  struct Finished {
+    HeldDone done;
+    absl::StatusOr<v1::AdmitResponse> result;
+  };
 
   const std::shared_ptr<grpc::Channel> channel_;
   const Options options_;
@@ -94,6 +137,15 @@ class SyncSession {
   std::deque<lease::CountReport> urgent_ ABSL_GUARDED_BY(mu_);
   uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel
+  uint64_t next_held_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Held> held_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, uint64_t>> give_ups_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> holds_out_ ABSL_GUARDED_BY(mu_);  // not sent yet
+  std::vector<uint64_t> drops_out_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ReturnedRelease> returns_out_ ABSL_GUARDED_BY(mu_);
+  // Dropped after they were sent: an answer may still come for them.
+  absl::flat_hash_map<uint64_t, std::string> dropped_ ABSL_GUARDED_BY(mu_);
+  std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
   std::thread writer_;
 };
 

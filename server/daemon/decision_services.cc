@@ -26,22 +26,30 @@ DecisionServices::DecisionServices(engine::Engine* engine,
   }
   coordinator_.set_lease_hub(&leases_.hub());
   admin_.set_lease_hub(&leases_.hub());
+  const service::WaitRoom::Answered answered =
+      [metrics](const engine::Decision& d) {
+        if (metrics != nullptr) {
+          metrics->RecordDecision(metrics::ServerMetrics::Call::kAdmit, d);
+        }
+      };
   if (options.max_waiting_calls > 0) {
     waits_ = std::make_unique<service::WaitRoom>(
         engine, engine::RealClock::Instance(),
         service::WaitRoom::Options{
             static_cast<size_t>(options.max_waiting_calls)},
-        [metrics](const engine::Decision& d) {
-          if (metrics != nullptr) {
-            metrics->RecordDecision(metrics::ServerMetrics::Call::kAdmit, d);
-          }
-        },
-        metrics);
+        answered, metrics);
     coordinator_.set_wait_room(waits_.get());
     admin_.set_wait_room(waits_.get());
     leases_.hub().set_on_successes(
         [room = waits_.get()](absl::string_view key) { room->Wake(key); });
   }
+  // Agents' held calls wait in the same room (answered at once without one).
+  leases_.sync().set_held_calls(
+      [engine, room = waits_.get(), answered](service::AgentHeldCalls::Send send) {
+        return service::AgentHeldCalls::Make(
+            engine, room, engine::RealClock::Instance(), answered,
+            std::move(send));
+      });
 }
 
 std::vector<grpc::Service*> DecisionServices::services() {

@@ -36,8 +36,13 @@ absl::Status CheckHello(const v1::SyncUp& up) {
 class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>,
                          public SyncPeer {
  public:
-  SyncStream(LeaseHub* hub, const SyncService::Counter* count)
+  SyncStream(LeaseHub* hub, const SyncService::Counter* count,
+             const SyncService::HeldCallsFactory& held_calls)
       : hub_(hub), count_(count) {
+    if (held_calls) {
+      held_ = held_calls(
+          [this](v1::HeldAnswer a) { EnqueueAnswer(std::move(a)); });
+    }
     StartRead(&up_);
   }
 
@@ -67,6 +72,7 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
   // did before it (attached_, agent_, the queue).
   void OnDone() override {
     { absl::MutexLock l(&mu_); }
+    if (held_ != nullptr) held_->Close();  // sends nothing more to us
     if (attached_) hub_->Detach(agent_, this);
     Unref();
   }
@@ -104,12 +110,60 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
       attached_ = true;
       PushRevokes(hub_->PendingRevokes(agent_));
     }
+    if (absl::Status s = ReceiveHeld(); !s.ok()) return s;
     absl::StatusOr<v1::SyncDown> down = hub_->Handle(agent_, up_);
     if (!down.ok()) return down.status();
     if (down->applied_seq() != 0 || down->grants_size() > 0) {
       Enqueue(*std::move(down));
     }
     return absl::OkStatus();
+  }
+
+  // The message's held calls: new ones, drops, unused releases.
+  absl::Status ReceiveHeld() {
+    if (up_.holds_size() == 0 && up_.drops_size() == 0 &&
+        up_.returns_size() == 0) {
+      return absl::OkStatus();
+    }
+    if (held_ == nullptr) {
+      return absl::UnimplementedError("holds: this server holds no calls");
+    }
+    for (const auto& [name, n] :
+         {std::pair<const char*, int>{"holds", up_.holds_size()},
+          {"drops", up_.drops_size()},
+          {"returns", up_.returns_size()}}) {
+      if (static_cast<size_t>(n) > lease::kMaxItemsPerMessage) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": at most ", lease::kMaxItemsPerMessage,
+                         " per message, got ", n));
+      }
+    }
+    for (const v1::HeldAdmit& h : up_.holds()) {
+      if (absl::Status s = held_->Hold(h); !s.ok()) return s;
+    }
+    for (uint64_t id : up_.drops()) held_->Drop(id);
+    for (const v1::ReturnedRelease& r : up_.returns()) {
+      held_->Return(r.endpoint(), r.admission());
+    }
+    return absl::OkStatus();
+  }
+
+  // Answers share a message while it waits for its write.
+  void EnqueueAnswer(v1::HeldAnswer a) {
+    {
+      absl::MutexLock l(&mu_);
+      if (finishing_) return;
+      if (!queue_.empty() && queue_.back().answers_size() > 0 &&
+          static_cast<size_t>(queue_.back().answers_size()) <
+              kAnswersPerMessage) {
+        *queue_.back().add_answers() = std::move(a);
+        return;
+      }
+      v1::SyncDown down;
+      *down.add_answers() = std::move(a);
+      queue_.push_back(std::move(down));
+    }
+    Pump();
   }
 
   void Enqueue(v1::SyncDown down) {
@@ -157,8 +211,11 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
     Pump();
   }
 
+  static constexpr size_t kAnswersPerMessage = 1000;
+
   LeaseHub* const hub_;
   const SyncService::Counter* const count_;
+  std::shared_ptr<AgentHeldCalls> held_;  // null: no held calls here
   std::atomic<int> refs_{1};
   v1::SyncUp up_;              // the read in progress (reads are serial)
   lease::AgentKey agent_;      // set with the hello (read side only)
@@ -179,7 +236,7 @@ SyncService::SyncService(LeaseHub* hub, Counter count)
 
 grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>* SyncService::Sync(
     grpc::CallbackServerContext* ctx) {
-  return new SyncStream(hub_, &count_);
+  return new SyncStream(hub_, &count_, held_calls_);
 }
 
 }  // namespace stagger::service

@@ -8,17 +8,19 @@
 
 namespace stagger::service {
 
+HeldCall::HeldCall(v1::AdmitRequest request, engine::AdmitInput in,
+                   engine::WaitState w)
+    : request_(std::move(request)), in_(in), w_(w) {
+  in_.endpoint = request_.endpoint();  // borrow our own copy
+}
+
 WaitingCall::WaitingCall(WaitRoom* room, grpc::CallbackServerContext* ctx,
                          grpc::ByteBuffer* resp, v1::AdmitRequest request,
                          engine::AdmitInput in, engine::WaitState w)
-    : room_(room),
+    : HeldCall(std::move(request), in, w),
+      room_(room),
       ctx_(ctx),
-      resp_(resp),
-      request_(std::move(request)),
-      in_(in),
-      w_(w) {
-  in_.endpoint = request_.endpoint();  // borrow our own copy
-}
+      resp_(resp) {}
 
 void WaitingCall::Answer(const engine::Decision& d, absl::Time now) {
   v1::AdmitResponse response;
@@ -29,7 +31,13 @@ void WaitingCall::Answer(const engine::Decision& d, absl::Time now) {
       response, resp_, &own_buffer));
 }
 
-void WaitingCall::OnCancel() { room_->Cancel(this); }
+void WaitingCall::Cancelled() {
+  Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+}
+
+void WaitingCall::OnCancel() {
+  if (room_->Cancel(this)) Cancelled();
+}
 
 WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
                    Options options, Answered answered,
@@ -55,7 +63,7 @@ void WaitRoom::CountOverflow() {
   if (metrics_ != nullptr) metrics_->RecordWaitingOverflow();
 }
 
-bool WaitRoom::Hold(WaitingCall* call, absl::Time recheck) {
+bool WaitRoom::Hold(HeldCall* call, absl::Time recheck) {
   absl::MutexLock l(&mu_);
   if (stop_) return false;  // shutting down: answered now, no overflow
   if (where_.size() >= options_.max_waiting) {
@@ -74,7 +82,7 @@ bool WaitRoom::Hold(WaitingCall* call, absl::Time recheck) {
   return true;
 }
 
-void WaitRoom::Remove(Line& line, WaitingCall* call) {
+void WaitRoom::Remove(Line& line, HeldCall* call) {
   auto it = where_.find(call);
   if (it == where_.end()) return;
   const Entry& urgent = it->second.second;
@@ -110,14 +118,12 @@ void WaitRoom::WakeIf(const std::function<bool(absl::string_view)>& match) {
   poked_ = true;
 }
 
-void WaitRoom::Cancel(WaitingCall* call) {
-  {
-    absl::MutexLock l(&mu_);
-    auto it = where_.find(call);
-    if (it == where_.end()) return;  // already answered: that answer stands
-    Remove(lines_[it->second.first], call);
-  }
-  call->Fail(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+bool WaitRoom::Cancel(HeldCall* call) {
+  absl::MutexLock l(&mu_);
+  auto it = where_.find(call);
+  if (it == where_.end()) return false;  // already answered: that answer stands
+  Remove(lines_[it->second.first], call);
+  return true;
 }
 
 void WaitRoom::Run() {
@@ -171,7 +177,7 @@ void WaitRoom::Look(const std::string& key) {
 
 void WaitRoom::Expire(Line& line, absl::Time now, std::vector<Answer>* out) {
   while (!line.by_expiry.empty() && line.by_expiry.begin()->order <= now) {
-    WaitingCall* call = line.by_expiry.begin()->call;
+    HeldCall* call = line.by_expiry.begin()->call;
     absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
         call->in(), &call->wait(), engine::WaitStep::kExpire);
     Remove(line, call);
@@ -213,7 +219,7 @@ void WaitRoom::Deliver(std::vector<Answer> answers) {
         engine_->ReturnProbe(a.call->in().endpoint, a.decision.admission);
         Wake(a.call->in().endpoint);
       }
-      a.call->Fail(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      a.call->Cancelled();
       continue;
     }
     if (answered_) answered_(a.decision);
@@ -230,7 +236,7 @@ void WaitRoom::Shutdown() {
     const absl::Time now = clock_->Now();
     for (auto& [key, line] : lines_) {
       while (!line.by_expiry.empty()) {
-        WaitingCall* call = line.by_expiry.begin()->call;
+        HeldCall* call = line.by_expiry.begin()->call;
         Remove(line, call);  // before its expiry (part of the key) changes
         call->wait().until = now;
         absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(

@@ -49,20 +49,44 @@ namespace stagger::service {
 
 class WaitRoom;
 
-// One held call: its reactor, its request (the input borrows its endpoint)
-// and its wait. Owned by gRPC (deleted in OnDone).
-class WaitingCall final : public grpc::ServerUnaryReactor {
+// One call in a waiting line: its request (the input borrows its
+// endpoint) and its wait. Two kinds: a worker's gRPC call held here
+// (WaitingCall) and a call an agent holds for us
+// (server/service/agent_held_calls.h). The room ends a call it held exactly
+// once, by Answer or Cancelled, and never touches it after.
+class HeldCall {
+ public:
+  virtual ~HeldCall() = default;
+  const engine::AdmitInput& in() const { return in_; }
+  engine::WaitState& wait() { return w_; }
+  absl::Time expiry() const { return w_.until; }
+  // The caller went away: a probe released to it goes back to the engine.
+  virtual bool cancelled() const = 0;
+  // Gives `d` (now: the server's clock) to the caller; ends the call.
+  virtual void Answer(const engine::Decision& d, absl::Time now) = 0;
+  // Ends the call without an answer (it was cancelled).
+  virtual void Cancelled() = 0;
+
+ protected:
+  HeldCall(v1::AdmitRequest request, engine::AdmitInput in,
+           engine::WaitState w);
+
+ private:
+  const v1::AdmitRequest request_;
+  engine::AdmitInput in_;
+  engine::WaitState w_;
+};
+
+// A worker's call held as a pending callback call. Owned by gRPC (deleted
+// in OnDone).
+class WaitingCall final : public grpc::ServerUnaryReactor, public HeldCall {
  public:
   WaitingCall(WaitRoom* room, grpc::CallbackServerContext* ctx,
               grpc::ByteBuffer* resp, v1::AdmitRequest request,
               engine::AdmitInput in, engine::WaitState w);
-  const engine::AdmitInput& in() const { return in_; }
-  engine::WaitState& wait() { return w_; }
-  absl::Time expiry() const { return w_.until; }
-  bool cancelled() const { return ctx_->IsCancelled(); }
-  // Writes `d` (now: the server's clock) and finishes the call.
-  void Answer(const engine::Decision& d, absl::Time now);
-  void Fail(const grpc::Status& status) { Finish(status); }
+  bool cancelled() const override { return ctx_->IsCancelled(); }
+  void Answer(const engine::Decision& d, absl::Time now) override;
+  void Cancelled() override;
 
   void OnCancel() override;
   void OnDone() override { delete this; }
@@ -79,9 +103,6 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
   WaitRoom* const room_;
   grpc::CallbackServerContext* const ctx_;
   grpc::ByteBuffer* const resp_;
-  const v1::AdmitRequest request_;
-  engine::AdmitInput in_;
-  engine::WaitState w_;
 };
 
 class WaitRoom {
@@ -98,11 +119,13 @@ class WaitRoom {
   ~WaitRoom();  // Shutdown()
 
   // `recheck`: the engine's, when the call arrived.
-  bool Hold(WaitingCall* call, absl::Time recheck);
+  bool Hold(HeldCall* call, absl::Time recheck);
   void Wake(absl::string_view endpoint);
   // Wake() for every endpoint with a line whose key `match` accepts.
   void WakeIf(const std::function<bool(absl::string_view)>& match);
-  void Cancel(WaitingCall* call);
+  // Takes `call` off its line. True: it was there, and the caller ends it
+  // (Cancelled); false: its answer is on its way (that answer stands).
+  bool Cancel(HeldCall* call);
   void Shutdown();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
@@ -117,7 +140,7 @@ class WaitRoom {
   struct Entry {
     absl::Time order;  // deadline (urgency) or expiry
     uint64_t seq;
-    WaitingCall* call;
+    HeldCall* call;
     bool operator<(const Entry& o) const {
       return order != o.order ? order < o.order : seq < o.seq;
     }
@@ -135,7 +158,7 @@ class WaitRoom {
   };
   // What a look decided: calls to answer (outside the lock).
   struct Answer {
-    WaitingCall* call;
+    HeldCall* call;
     engine::Decision decision;
   };
 
@@ -146,7 +169,7 @@ class WaitRoom {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time Release(Line& line, absl::Time now, std::vector<Answer>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Remove(Line& line, WaitingCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Remove(Line& line, HeldCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Schedule(const std::string& key, Line& line, absl::Time at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Answer> answers);
@@ -167,7 +190,7 @@ class WaitRoom {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, Line> lines_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<WaitingCall*, std::pair<std::string, Entry>> where_
+  absl::flat_hash_map<HeldCall*, std::pair<std::string, Entry>> where_
       ABSL_GUARDED_BY(mu_);  // call -> its line and urgency entry
   std::priority_queue<Timer, std::vector<Timer>, Later> timers_
       ABSL_GUARDED_BY(mu_);

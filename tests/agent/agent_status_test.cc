@@ -174,11 +174,13 @@ class ScriptedLeases {
     a.leases_held = static_cast<int64_t>(keys_.size());
     a.flushes = 40;
     a.reconnects = 1;
+    a.held_calls = 7;
     client::ReplicaStatus b{"stagger-1", "10.0.0.2:50051", false, false};
     b.stream = true;
     b.incarnation = 5;
     b.flushes = 2;
     b.reconnects = 3;
+    b.held_calls = 2;
     s.replicas = {a, b};
     for (const std::string& k : keys_) {
       if (k <= after) continue;
@@ -247,6 +249,8 @@ TEST_F(AgentStatusApiTest, TheAgentItsReplicasAndStreams) {
   EXPECT_EQ(Field(b, "stream").string_value(), "DOWN");
   EXPECT_EQ(Field(s, "flushes").number_value(), 42);
   EXPECT_EQ(Field(s, "reconnects").number_value(), 4);
+  EXPECT_EQ(Field(a, "held_calls").number_value(), 7);
+  EXPECT_EQ(Field(s, "held_calls").number_value(), 9);
 }
 
 TEST_F(AgentStatusApiTest, DecisionCountsBySource) {

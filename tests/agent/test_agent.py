@@ -367,3 +367,62 @@ def test_calls_waiting_through_an_agent_are_answered_when_a_process_dies(
         assert d.verdict.name in ("PROCEED", "DEFER"), d
     finally:
         c.close()
+
+
+def test_waiting_calls_are_held_by_the_agent_and_released_by_staggerd(
+        procs, tmp_path):
+    """Twenty waiting Admits to an open breaker stay in the agent (its
+    status page counts them as held), each one an entry in staggerd's line;
+    the half-open probe goes to one, its success releases the rest."""
+    import urllib.request
+    config = tmp_path / "config.textproto"
+    config.write_text(
+        "default_policy { breaker { consecutive_failures: 3 "
+        "open_base { seconds: 2 } open_max { seconds: 2 } "
+        "half_open_probes: 1 close_after_successes: 1 } }\n")
+    sd = procs(Staggerd(STAGGERD, extra=["--config=%s" % config]))
+    path = os.path.join(sockdir(), "held.sock")
+    status_port = free_port()
+    agent = procs(Agent(AGENT, path, sd.target, extra=[
+        "--status_address=127.0.0.1:%d" % status_port]))
+    ep = "https://held.example"
+    s = stub(agent.target)
+    for _ in range(3):
+        s.Report(pb.ReportRequest(endpoint=ep, attempt=1,
+                                  outcome=pb.RETRYABLE_FAILURE),
+                 timeout=TIMEOUT)
+
+    def agent_held():
+        with urllib.request.urlopen(
+                "http://127.0.0.1:%d/api/agent" % status_port,
+                timeout=TIMEOUT) as r:
+            return json.load(r)["held_calls"]
+
+    answers = []
+    lock = threading.Lock()
+
+    def call():
+        req = pb.AdmitRequest(endpoint=ep, attempt=2)
+        req.wait.seconds = 30
+        resp = s.Admit(req, timeout=40)
+        with lock:
+            answers.append(resp.decision)
+    threads = [threading.Thread(target=call) for _ in range(20)]
+    for t in threads:
+        t.start()
+    poll_until("20 calls held by the agent", lambda: agent_held() == 20)
+    assert sd.scrape().get("stagger_waiting_calls") == 20.0
+    # The breaker half-opens (2 s): one call gets the probe.
+    poll_until("the probe", lambda: len(answers) == 1, timeout=30)
+    probe = answers[0]
+    assert probe.reason == pb.HALF_OPEN_PROBE, probe
+    s.Report(pb.ReportRequest(endpoint=ep, attempt=2, outcome=pb.SUCCESS,
+                              admission=probe.admission), timeout=TIMEOUT)
+    for t in threads:
+        t.join(40)
+    assert len(answers) == 20
+    released = [d for d in answers[1:]]
+    assert all(d.verdict == pb.PROCEED for d in released), released
+    assert all(d.reason == pb.RELEASED for d in released), released
+    poll_until("nothing held", lambda: agent_held() == 0)
+    assert sd.scrape().get("stagger_waiting_calls") == 0.0

@@ -1,0 +1,203 @@
+// AgentHeldCalls (server/service/agent_held_calls.h): an agent's held calls
+// in staggerd's WaitRoom, as the sync stream hands them over. Each id is
+// answered once (released, expired, bad, dropped); a probe released to a
+// call the agent no longer holds comes back and goes to the next waiter;
+// the stream's end takes every entry out of the room. The harness's fake
+// clock moves the endpoint's time; a test that moves it calls Wake, as a
+// report would.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/service/agent_held_calls.h"
+#include "tests/service/service_harness.h"
+
+namespace stagger::testing {
+namespace {
+
+constexpr char kEp[] = "https://down.example/hook";
+
+ServiceHarness::Options RoomOptions() {
+  ServiceHarness::Options o;
+  o.max_waiting = 10;
+  auto& b = o.config.default_policy.breaker;
+  b.consecutive_failures = 3;
+  b.open_base = absl::Seconds(10);
+  b.open_max = absl::Seconds(10);
+  b.half_open_probes = 1;
+  b.close_after_successes = 1;
+  return o;
+}
+
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+v1::HeldAdmit Held(uint64_t id, absl::Duration wait = absl::Seconds(60)) {
+  v1::HeldAdmit h;
+  h.set_id(id);
+  h.mutable_request()->set_endpoint(kEp);
+  h.mutable_request()->set_attempt(2);
+  h.mutable_request()->mutable_wait()->set_seconds(absl::ToInt64Seconds(wait));
+  return h;
+}
+
+class AgentHeldCallsTest : public ::testing::Test {
+ protected:
+  AgentHeldCallsTest() : h_(RoomOptions()) {
+    calls_ = service::AgentHeldCalls::Make(
+        &h_.engine(), h_.room(), &h_.clock(), nullptr,
+        [this](v1::HeldAnswer a) {
+          absl::MutexLock l(&mu_);
+          sent_.push_back(std::move(a));
+        });
+  }
+  ~AgentHeldCallsTest() override {
+    calls_->Close();
+    h_.room()->Shutdown();
+  }
+
+  void Trip() {
+    for (int i = 0; i < 3; ++i) {
+      v1::ReportRequest r;
+      r.set_endpoint(kEp);
+      r.set_attempt(1);
+      r.set_outcome(v1::RETRYABLE_FAILURE);
+      ASSERT_TRUE(h_.Report(r).ok());
+    }
+  }
+  std::vector<v1::HeldAnswer> Sent() {
+    absl::MutexLock l(&mu_);
+    return sent_;
+  }
+  size_t SentCount() { return Sent().size(); }
+  // The breaker's open period ends; the room looks at the line.
+  void HalfOpen() {
+    h_.clock().Advance(absl::Seconds(11));
+    h_.room()->Wake(kEp);
+  }
+
+  ServiceHarness h_;
+  std::shared_ptr<service::AgentHeldCalls> calls_;
+  absl::Mutex mu_;
+  std::vector<v1::HeldAnswer> sent_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(AgentHeldCallsTest, AHeldCallWaitsInTheRoomAndGetsTheProbe) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(7)).ok());
+  ASSERT_TRUE(calls_->Hold(Held(8)).ok());
+  EXPECT_EQ(h_.room()->waiting(), 2);
+  EXPECT_EQ(calls_->held(), 2u);
+  EXPECT_EQ(SentCount(), 0u);
+
+  HalfOpen();
+  ASSERT_TRUE(Eventually([&] { return SentCount() == 1; }));
+  const v1::HeldAnswer a = Sent()[0];
+  EXPECT_EQ(a.id(), 7u);  // the same deadline: first come
+  EXPECT_EQ(a.code(), 0);
+  EXPECT_EQ(a.response().decision().verdict(), v1::PROCEED);
+  EXPECT_EQ(a.response().decision().reason(), v1::HALF_OPEN_PROBE);
+  EXPECT_TRUE(a.response().decision().wait_supported());
+  EXPECT_EQ(h_.room()->waiting(), 1);
+}
+
+TEST_F(AgentHeldCallsTest, AtItsWaitsEndACallIsAnsweredAsAnAdmitThen) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(1, absl::Seconds(5))).ok());
+  h_.clock().Advance(absl::Seconds(6));
+  h_.room()->Wake(kEp);
+  ASSERT_TRUE(Eventually([&] { return SentCount() == 1; }));
+  EXPECT_EQ(Sent()[0].response().decision().verdict(), v1::DEFER);
+  EXPECT_EQ(Sent()[0].response().decision().reason(), v1::CIRCUIT_OPEN);
+  EXPECT_EQ(calls_->held(), 0u);
+}
+
+TEST_F(AgentHeldCallsTest, AFirstAttemptToAClearEndpointIsAnsweredAtOnce) {
+  v1::HeldAdmit first = Held(3);
+  first.mutable_request()->set_attempt(1);
+  ASSERT_TRUE(calls_->Hold(first).ok());
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Sent()[0].id(), 3u);
+  EXPECT_EQ(Sent()[0].response().decision().verdict(), v1::PROCEED);
+  EXPECT_EQ(h_.room()->waiting(), 0);
+}
+
+// As staggerd answers the same Admit: the worker sees it as its answer.
+TEST_F(AgentHeldCallsTest, ABadRequestIsAnsweredWithTheFieldNamed) {
+  v1::HeldAdmit bad = Held(4);
+  bad.mutable_request()->clear_endpoint();
+  ASSERT_TRUE(calls_->Hold(bad).ok());
+  v1::HeldAdmit no_wait = Held(5);
+  no_wait.mutable_request()->clear_wait();
+  ASSERT_TRUE(calls_->Hold(no_wait).ok());
+  const std::vector<v1::HeldAnswer> sent = Sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(sent[0].message().rfind("endpoint: ", 0), 0u)
+      << sent[0].message();
+  EXPECT_EQ(sent[1].code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(sent[1].message(), "wait: must be > 0 for a held call");
+}
+
+TEST_F(AgentHeldCallsTest, IdZeroOrAnIdAlreadyHeldIsABadMessage) {
+  Trip();
+  EXPECT_EQ(calls_->Hold(Held(0)).message(), "holds.id: must not be 0");
+  ASSERT_TRUE(calls_->Hold(Held(9)).ok());
+  EXPECT_EQ(calls_->Hold(Held(9)).message(), "holds.id: 9 is already held");
+}
+
+TEST_F(AgentHeldCallsTest, ADroppedCallLeavesTheRoomAndIsAnsweredCancelled) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(11)).ok());
+  calls_->Drop(11);
+  EXPECT_EQ(h_.room()->waiting(), 0);
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Sent()[0].id(), 11u);
+  EXPECT_EQ(Sent()[0].code(), static_cast<int>(absl::StatusCode::kCancelled));
+  calls_->Drop(11);  // answered already: nothing more
+  EXPECT_EQ(SentCount(), 1u);
+}
+
+TEST_F(AgentHeldCallsTest, AReturnedProbeGoesToTheNextWaiter) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(1)).ok());
+  ASSERT_TRUE(calls_->Hold(Held(2)).ok());
+  HalfOpen();
+  ASSERT_TRUE(Eventually([&] { return SentCount() == 1; }));
+  const v1::Decision probe = Sent()[0].response().decision();
+  ASSERT_EQ(probe.reason(), v1::HALF_OPEN_PROBE);
+  // The agent's worker for id 1 had gone: the probe comes back, and the
+  // next call gets one at once, not after the probe's timeout.
+  calls_->Return(kEp, probe.admission());
+  ASSERT_TRUE(Eventually([&] { return SentCount() == 2; }));
+  EXPECT_EQ(Sent()[1].id(), 2u);
+  EXPECT_EQ(Sent()[1].response().decision().reason(), v1::HALF_OPEN_PROBE);
+}
+
+TEST_F(AgentHeldCallsTest, TheStreamsEndTakesEveryEntryOutAndSendsNothing) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(1)).ok());
+  ASSERT_TRUE(calls_->Hold(Held(2)).ok());
+  calls_->Close();
+  EXPECT_EQ(h_.room()->waiting(), 0);
+  EXPECT_EQ(calls_->held(), 0u);
+  EXPECT_EQ(SentCount(), 0u);
+  // A later hold is not taken, and the probe of the next half-open period
+  // is not spent on a closed stream.
+  ASSERT_TRUE(calls_->Hold(Held(3)).ok());
+  EXPECT_EQ(h_.room()->waiting(), 0);
+  EXPECT_EQ(SentCount(), 0u);
+}
+
+}  // namespace
+}  // namespace stagger::testing
