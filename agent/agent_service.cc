@@ -1,11 +1,14 @@
 #include "agent/agent_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/engine/decision.h"
 #include "core/rpc/raw_unary.h"
 #include "core/wire/wire.h"
 
@@ -26,9 +29,12 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
   out->set_wait_supported(d.wait_supported);
 }
 
-// A waiting Admit relayed to the coordinator without holding a thread: the
-// call is finished when the coordinator answers (or the client's fallback
-// decides); the worker cancelling it cancels the relayed call too.
+// A waiting Admit held here without holding a thread: the coordinator has an
+// entry for it in its waiting line (over the lease stream; a waiting call
+// of its own while the stream is down), and the call is finished when the
+// coordinator answers (or the client's fallback decides). It is answered by
+// min(wait, the worker's deadline - kDeadlineMargin); the worker cancelling
+// it drops the coordinator's entry too.
 template <typename Response>
 grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
                     DecisionTally* tally, Response* resp) {
@@ -40,17 +46,27 @@ grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
 
 class WaitingAdmit final : public grpc::ServerUnaryReactor {
  public:
+  static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+
   WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
-               grpc::ByteBuffer* resp, v1::AdmitRequest request)
+               grpc::ByteBuffer* resp, v1::AdmitRequest request,
+               absl::Time deadline)
       : client_(client),
         tally_(tally),
         resp_(resp),
-        request_(std::move(request)) {}
+        request_(std::move(request)),
+        deadline_(deadline) {}
 
-  // `in` borrows from request_ once converted.
+  // `in` borrows from request_ once converted. A wait over the maximum is
+  // left for the coordinator to refuse, as it would refuse it directly.
   void Start() {
     absl::StatusOr<engine::AdmitInput> in = wire::FromProto(request_);
     if (!in.ok()) return Finish(rpc::ToGrpcStatus(in.status()));
+    if (in->wait <= engine::kMaxWait) {
+      in->wait = std::max(
+          std::min(in->wait, deadline_ - absl::Now() - kDeadlineMargin),
+          absl::Milliseconds(1));
+    }
     client_->AdmitWaitingAsync(*in, &cancel_,
                                [this](absl::StatusOr<ClientDecision> d) {
                                  v1::AdmitResponse response;
@@ -78,6 +94,7 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
   DecisionTally* const tally_;
   grpc::ByteBuffer* const resp_;
   const v1::AdmitRequest request_;
+  const absl::Time deadline_;  // the worker's
   client::Canceller cancel_;
 };
 
@@ -175,7 +192,8 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   v1::AdmitRequest waiting;
   if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
       (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
-    auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting));
+    auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting),
+                                  absl::FromChrono(ctx->deadline()));
     call->Start();
     return call;
   }

@@ -411,7 +411,8 @@ def test_waiting_calls_are_held_by_the_agent_and_released_by_staggerd(
     for t in threads:
         t.start()
     poll_until("20 calls held by the agent", lambda: agent_held() == 20)
-    assert sd.scrape().get("stagger_waiting_calls") == 20.0
+    poll_until("an entry for each in staggerd's line", lambda: sd.scrape().get(
+        "stagger_waiting_calls") == 20.0)
     # The breaker half-opens (2 s): one call gets the probe.
     poll_until("the probe", lambda: len(answers) == 1, timeout=30)
     probe = answers[0]
@@ -425,4 +426,5 @@ def test_waiting_calls_are_held_by_the_agent_and_released_by_staggerd(
     assert all(d.verdict == pb.PROCEED for d in released), released
     assert all(d.reason == pb.RELEASED for d in released), released
     poll_until("nothing held", lambda: agent_held() == 0)
-    assert sd.scrape().get("stagger_waiting_calls") == 0.0
+    poll_until("nothing in staggerd's line", lambda: sd.scrape().get(
+        "stagger_waiting_calls") == 0.0)
