@@ -97,6 +97,10 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(5),
 ABSL_FLAG(int64_t, max_waiting_calls, 100000,
           "waiting Admits (AdmitRequest.wait) held at once; beyond it a "
           "waiting Admit is answered at once; 0: no waiting admission");
+ABSL_FLAG(int64_t, max_agent_held_calls, 100000,
+          "entries for waiting Admits that agents hold (over their lease "
+          "streams) at once; beyond it such a call is answered at once; 0: "
+          "agents' calls are answered at once");
 ABSL_FLAG(std::string, health_address, "",
           "separate plaintext address serving only the gRPC health service; "
           "empty: none");
@@ -118,6 +122,7 @@ struct CheckedFlags {
   daemon::DrainOptions drain;
   absl::Duration lease_ttl;
   int64_t max_waiting_calls = 0;
+  int64_t max_agent_held_calls = 0;
   status::StatusPageOptions status_page;
 };
 
@@ -159,7 +164,14 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
     return s;
   }
   checked.max_waiting_calls = absl::GetFlag(FLAGS_max_waiting_calls);
-  if (absl::Status s = daemon::CheckMaxWaitingCalls(checked.max_waiting_calls);
+  if (absl::Status s = daemon::CheckMaxWaitingCalls("max_waiting_calls",
+                                                    checked.max_waiting_calls);
+      !s.ok()) {
+    return s;
+  }
+  checked.max_agent_held_calls = absl::GetFlag(FLAGS_max_agent_held_calls);
+  if (absl::Status s = daemon::CheckMaxWaitingCalls(
+          "max_agent_held_calls", checked.max_agent_held_calls);
       !s.ok()) {
     return s;
   }
@@ -242,7 +254,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
   LogOwnership(flags.ownership);
   daemon::DecisionServices services(
       &engine,
-      {flags.lease_ttl, flags.max_waiting_calls,
+      {flags.lease_ttl, flags.max_waiting_calls, flags.max_agent_held_calls,
        flags.ownership ? &*flags.ownership : nullptr},
       (*metrics)->metrics(), &(*port_security)->metrics());
   daemon::HookStatusPage(status_page, (*metrics)->metrics());

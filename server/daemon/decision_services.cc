@@ -5,13 +5,10 @@
 
 namespace stagger::daemon {
 
-absl::Status CheckMaxWaitingCalls(int64_t max_waiting_calls) {
-  if (max_waiting_calls >= 0 && max_waiting_calls <= kMaxWaitingCalls) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--max_waiting_calls: must be in [0, ", kMaxWaitingCalls,
-                   "], got ", max_waiting_calls));
+absl::Status CheckMaxWaitingCalls(absl::string_view flag, int64_t value) {
+  if (value >= 0 && value <= kMaxWaitingCalls) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, ": must be in [0, ", kMaxWaitingCalls, "], got ", value));
 }
 
 DecisionServices::DecisionServices(engine::Engine* engine,
@@ -32,20 +29,25 @@ DecisionServices::DecisionServices(engine::Engine* engine,
           metrics->RecordDecision(metrics::ServerMetrics::Call::kAdmit, d);
         }
       };
-  if (options.max_waiting_calls > 0) {
+  if (options.max_waiting_calls > 0 || options.max_agent_held_calls > 0) {
     waits_ = std::make_unique<service::WaitRoom>(
         engine, engine::RealClock::Instance(),
         service::WaitRoom::Options{
-            static_cast<size_t>(options.max_waiting_calls)},
+            static_cast<size_t>(options.max_waiting_calls),
+            static_cast<size_t>(options.max_agent_held_calls)},
         answered, metrics);
-    coordinator_.set_wait_room(waits_.get());
+  }
+  if (options.max_waiting_calls > 0) coordinator_.set_wait_room(waits_.get());
+  if (waits_ != nullptr) {
     admin_.set_wait_room(waits_.get());
     leases_.hub().set_on_successes(
         [room = waits_.get()](absl::string_view key) { room->Wake(key); });
   }
   // Agents' held calls wait in the same room (answered at once without one).
+  service::WaitRoom* agents_room =
+      options.max_agent_held_calls > 0 ? waits_.get() : nullptr;
   leases_.sync().set_held_calls(
-      [engine, room = waits_.get(), answered](service::AgentHeldCalls::Send send) {
+      [engine, room = agents_room, answered](service::AgentHeldCalls::Send send) {
         return service::AgentHeldCalls::Make(
             engine, room, engine::RealClock::Instance(), answered,
             std::move(send));

@@ -12,8 +12,9 @@
 //   * each eviction round: run-out leases are forgotten (EachRound);
 //   * the drain, before the port closes: every waiting call is answered and
 //     every lease stream ends (BeforeClose).
-// --max_waiting_calls is checked with the other flags: 0 (no waiting
-// admission: a waiting Admit is answered at once) .. kMaxWaitingCalls.
+// --max_waiting_calls and --max_agent_held_calls are checked with the
+// other flags: 0 (that kind is not held: answered at once) ..
+// kMaxWaitingCalls.
 // `engine` and the metrics must outlive it.
 #ifndef STAGGER_SERVER_DAEMON_DECISION_SERVICES_H_
 #define STAGGER_SERVER_DAEMON_DECISION_SERVICES_H_
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/engine/engine.h"
 #include "grpcpp/grpcpp.h"
@@ -37,13 +39,15 @@
 namespace stagger::daemon {
 
 inline constexpr int64_t kMaxWaitingCalls = 10000000;
-absl::Status CheckMaxWaitingCalls(int64_t max_waiting_calls);
+// `flag`: its name, for the error.
+absl::Status CheckMaxWaitingCalls(absl::string_view flag, int64_t value);
 
 class DecisionServices {
  public:
   struct Options {
     absl::Duration lease_ttl;
     int64_t max_waiting_calls = 0;
+    int64_t max_agent_held_calls = 0;
     const service::Ownership* ownership = nullptr;  // null: one replica
   };
   DecisionServices(engine::Engine* engine, const Options& options,

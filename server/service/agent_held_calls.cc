@@ -22,6 +22,7 @@ class AgentHeldCall final : public HeldCall {
   bool cancelled() const override {
     return gone_.load(std::memory_order_acquire);
   }
+  bool for_agent() const override { return true; }
   void Answer(const engine::Decision& d, absl::Time now) override {
     owner_->Answered(this, d, now);
     delete this;
@@ -101,7 +102,7 @@ absl::Status AgentHeldCalls::Hold(const v1::HeldAdmit& h) {
   };
   if (!in.ok()) return bad(in.status());
   const absl::Time now = clock_->Now();
-  if (room_ == nullptr || !room_->HasRoom()) {
+  if (room_ == nullptr || !room_->HasRoom(/*for_agent=*/true)) {
     absl::StatusOr<engine::Decision> d = engine_->Admit(*in);
     if (!d.ok()) return bad(d.status());
     SendDecision(h.id(), *d, now);

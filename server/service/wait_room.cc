@@ -52,10 +52,13 @@ WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
 
 WaitRoom::~WaitRoom() { Shutdown(); }
 
-bool WaitRoom::HasRoom() {
-  if (waiting() < static_cast<int64_t>(options_.max_waiting)) return true;
-  CountOverflow();
-  return false;
+bool WaitRoom::HasRoom(bool for_agent) {
+  const int64_t agents = held_for_agents();
+  const bool room =
+      for_agent ? agents < static_cast<int64_t>(options_.max_agent_held)
+                : waiting() - agents < static_cast<int64_t>(options_.max_waiting);
+  if (!room) CountOverflow();
+  return room;
 }
 
 void WaitRoom::CountOverflow() {
@@ -66,10 +69,13 @@ void WaitRoom::CountOverflow() {
 bool WaitRoom::Hold(HeldCall* call, absl::Time recheck) {
   absl::MutexLock l(&mu_);
   if (stop_) return false;  // shutting down: answered now, no overflow
-  if (where_.size() >= options_.max_waiting) {
+  const size_t agents = static_cast<size_t>(held_for_agents());
+  if (call->for_agent() ? agents >= options_.max_agent_held
+                        : where_.size() - agents >= options_.max_waiting) {
     CountOverflow();
     return false;
   }
+  if (call->for_agent()) agent_held_.fetch_add(1, std::memory_order_relaxed);
   std::string key(call->in().endpoint);
   Line& line = lines_[key];
   const Entry urgent{call->in().deadline, seq_++, call};
@@ -89,6 +95,7 @@ void WaitRoom::Remove(Line& line, HeldCall* call) {
   line.by_urgency.erase(urgent);
   line.by_expiry.erase({call->expiry(), urgent.seq, call});
   where_.erase(it);
+  if (call->for_agent()) agent_held_.fetch_sub(1, std::memory_order_relaxed);
   const int64_t n = waiting_.fetch_sub(1, std::memory_order_relaxed) - 1;
   if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
 }

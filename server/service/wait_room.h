@@ -4,8 +4,9 @@
 //
 //   * Hold(call): the engine said hold when the call arrived: it waits in
 //     its endpoint's line, most urgent deadline first (then arrival). At
-//     most max_waiting calls wait at once: beyond that Hold returns false
-//     and the caller answers as an Admit would now (counted).
+//     most max_waiting workers' calls and max_agent_held agents' calls
+//     wait at once: beyond that Hold returns false and the caller answers
+//     as an Admit would now (counted).
 //   * One timer thread looks at an endpoint's line when the engine's
 //     recheck time comes, when Wake(endpoint) says something happened (a
 //     report, counts from an agent, an operator's action), and at each
@@ -62,6 +63,8 @@ class HeldCall {
   absl::Time expiry() const { return w_.until; }
   // The caller went away: a probe released to it goes back to the engine.
   virtual bool cancelled() const = 0;
+  // An agent's call (its own bound: Options::max_agent_held).
+  virtual bool for_agent() const { return false; }
   // Gives `d` (now: the server's clock) to the caller; ends the call.
   virtual void Answer(const engine::Decision& d, absl::Time now) = 0;
   // Ends the call without an answer (it was cancelled).
@@ -109,7 +112,8 @@ class WaitRoom {
  public:
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
   struct Options {
-    size_t max_waiting = 100000;  // --max_waiting_calls
+    size_t max_waiting = 100000;     // --max_waiting_calls
+    size_t max_agent_held = 100000;  // --max_agent_held_calls
   };
   using Answered = std::function<void(const engine::Decision&)>;
   // `engine`, `clock` and `metrics` (null: none; the gauge of calls held
@@ -129,9 +133,12 @@ class WaitRoom {
   void Shutdown();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
-  // Whether Hold would take one more call now; if not, the call is
-  // counted as an overflow (the caller answers it as an Admit now).
-  bool HasRoom();
+  // Whether Hold would take one more call of that kind now; if not, the
+  // call is counted as an overflow (the caller answers it as an Admit now).
+  bool HasRoom(bool for_agent = false);
+  int64_t held_for_agents() const {
+    return agent_held_.load(std::memory_order_relaxed);
+  }
   int64_t overflows() const {
     return overflows_.load(std::memory_order_relaxed);
   }
@@ -180,7 +187,8 @@ class WaitRoom {
   const Options options_;
   const Answered answered_;
   metrics::ServerMetrics* const metrics_;
-  std::atomic<int64_t> waiting_{0};
+  std::atomic<int64_t> waiting_{0};      // every kind
+  std::atomic<int64_t> agent_held_{0};   // for_agent() ones
   std::atomic<int64_t> overflows_{0};
   // Wake was called: the timer thread measures its sleep again (a test's
   // fake clock may have moved past a look it was sleeping towards).

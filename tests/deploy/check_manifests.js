@@ -70,7 +70,7 @@ test("example overlay: own namespace, image, policies and memory", () => {
   assert.equal(m.maxEndpoints(cfg(docs)), 2000000);
   const c = docs.find((d) => d.kind === "Deployment").spec.template.spec.containers[0];
   assert.equal(c.image, "registry.example.com/platform/staggerd:0.1.0");
-  assert.equal(c.resources.limits.memory, "768Mi");
+  assert.equal(c.resources.limits.memory, "832Mi");
   for (const d of docs.filter((x) => x.apiVersion === "monitoring.coreos.com/v1")) {
     assert.equal(d.metadata.labels.release, "monitoring", `${d.kind} selector label`);
   }

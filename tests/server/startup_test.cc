@@ -192,6 +192,23 @@ TEST(StartupTest, NegativeOrHugeDrainTimesExitTwoNamingTheFlag) {
   EXPECT_THAT(err, Not(HasSubstr("listening on")));
 }
 
+TEST(StartupTest, WaitingCallBoundsOutOfRangeExitTwoNamingTheFlag) {
+  for (const char* flag : {"max_waiting_calls", "max_agent_held_calls"}) {
+    for (const char* bad : {"-1", "10000001"}) {
+      std::string err;
+      const int code =
+          ExitCodeOf({"--address=127.0.0.1:0", "--metrics_address=",
+                      absl::StrCat("--", flag, "=", bad)},
+                     &err);
+      EXPECT_EQ(code, 2) << flag << "=" << bad;
+      EXPECT_THAT(err, HasSubstr(absl::StrCat("--", flag,
+                                              ": must be in [0, 10000000], "
+                                              "got ",
+                                              bad)));
+    }
+  }
+}
+
 TEST(StartupTest, BadConfigPollIntervalExitsTwoEvenWithoutAConfigFile) {
   for (const char* bad : {"0", "-1s", "2h"}) {
     std::string err;

@@ -23,7 +23,8 @@ constexpr char kEp[] = "https://down.example/hook";
 
 ServiceHarness::Options RoomOptions() {
   ServiceHarness::Options o;
-  o.max_waiting = 10;
+  o.max_waiting = 1;  // workers' calls: not the agents' bound
+  o.max_agent_held = 3;
   auto& b = o.config.default_policy.breaker;
   b.consecutive_failures = 3;
   b.open_base = absl::Seconds(10);
@@ -147,6 +148,23 @@ TEST_F(AgentHeldCallsTest, ABadRequestIsAnsweredWithTheFieldNamed) {
       << sent[0].message();
   EXPECT_EQ(sent[1].code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(sent[1].message(), "wait: must be > 0 for a held call");
+}
+
+// Agents' calls have their own bound (--max_agent_held_calls): beyond it a
+// call is answered as an Admit now, and counted.
+TEST_F(AgentHeldCallsTest, BeyondTheAgentsBoundACallIsAnsweredAtOnce) {
+  Trip();
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(calls_->Hold(Held(id)).ok());
+  EXPECT_EQ(h_.room()->held_for_agents(), 3);
+  EXPECT_EQ(SentCount(), 0u);
+  ASSERT_TRUE(calls_->Hold(Held(4)).ok());
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Sent()[0].id(), 4u);
+  EXPECT_EQ(Sent()[0].response().decision().verdict(), v1::DEFER);
+  EXPECT_EQ(Sent()[0].response().decision().reason(), v1::CIRCUIT_OPEN);
+  EXPECT_EQ(h_.room()->overflows(), 1);
+  EXPECT_EQ(h_.room()->waiting(), 3);
+  EXPECT_TRUE(h_.room()->HasRoom());  // workers' calls are bounded apart
 }
 
 TEST_F(AgentHeldCallsTest, IdZeroOrAnIdAlreadyHeldIsABadMessage) {

@@ -48,6 +48,7 @@ class ServiceHarness {
     // > 0: a WaitRoom holding at most this many waiting Admits (room());
     // 0: none, a waiting Admit is answered at once.
     size_t max_waiting = 0;
+    size_t max_agent_held = 100000;  // with a room: agents' calls
   };
 
   ServiceHarness() : ServiceHarness(Options{}) {}
@@ -64,7 +65,9 @@ class ServiceHarness {
         &engine_, metrics_.get(), &clock_);
     if (options.max_waiting > 0) {
       room_ = std::make_unique<service::WaitRoom>(
-          &engine_, &clock_, service::WaitRoom::Options{options.max_waiting},
+          &engine_, &clock_,
+          service::WaitRoom::Options{options.max_waiting,
+                                     options.max_agent_held},
           nullptr, metrics_.get());
       service_->set_wait_room(room_.get());
     }

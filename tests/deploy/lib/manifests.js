@@ -19,7 +19,7 @@ const { validateObject, describe } = require("./k8s_schema");
 
 const {
   REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, quantityBytes, protocError,
-  maxEndpoints, maxWaitingCalls, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
+  maxEndpoints, maxWaitingCalls, maxAgentHeldCalls, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
 } = require("./pod_rules");
 const { agentPods, agentErrors } = require("./agent_rules");
 
@@ -265,7 +265,7 @@ function coordinatorErrors(docs, d) {
     else {
       const perr = protocError(cm.data[CONFIG_KEY]);
       if (perr) err(`ConfigMap ${cmName} ${CONFIG_KEY} does not parse: ${perr}`);
-      else memoryErrors(res, cm.data[CONFIG_KEY], "", err, maxWaitingCalls(args));
+      else memoryErrors(res, cm.data[CONFIG_KEY], "", err, maxWaitingCalls(args), maxAgentHeldCalls(args));
     }
   }
 

@@ -15,13 +15,16 @@ const CONFIG_KEY = "config.textproto";
 // Memory model (deploy/k8s/base/deployment.yaml): ~100 MiB process + 256 B
 // per endpoint the engine may track (limits.max_endpoints) + 17 KiB per
 // waiting Admit staggerd may hold (--max_waiting_calls; docs/PERFORMANCE.md,
-// "Waiting calls"). The agent's fallback engine is bounded by the same
-// limit of its --config; the agent holds no waiting calls (it relays them).
+// "Waiting calls") + 640 B per entry for a waiting Admit an agent holds
+// (--max_agent_held_calls; 585 B measured). The agent's fallback engine is
+// bounded by the same limit of its --config.
 const BASE_MEMORY_BYTES = 100 * 1024 * 1024;
 const BYTES_PER_ENDPOINT = 256;
 const DEFAULT_MAX_ENDPOINTS = 1000000;
 const BYTES_PER_WAITING_CALL = 17 * 1024;
 const DEFAULT_MAX_WAITING_CALLS = 100000; // staggerd's --max_waiting_calls default
+const BYTES_PER_AGENT_HELD_CALL = 640;
+const DEFAULT_MAX_AGENT_HELD_CALLS = 100000; // staggerd's --max_agent_held_calls default
 
 const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
 // True when every key of the (non-empty) selector has its value in labels.
@@ -74,21 +77,29 @@ function maxEndpoints(text) {
   return m ? Number(m[1]) : DEFAULT_MAX_ENDPOINTS;
 }
 
-// --max_waiting_calls of staggerd's args (its default if absent).
+// --max_waiting_calls and --max_agent_held_calls of staggerd's args (their
+// defaults if absent).
 function maxWaitingCalls(args) {
   const v = flagValue(args, "--max_waiting_calls");
   return v === undefined ? DEFAULT_MAX_WAITING_CALLS : Number(v);
 }
+function maxAgentHeldCalls(args) {
+  const v = flagValue(args, "--max_agent_held_calls");
+  return v === undefined ? DEFAULT_MAX_AGENT_HELD_CALLS : Number(v);
+}
 
 // The memory limit must hold the process, limits.max_endpoints of
-// `configText` (null: the embedded defaults) and `waitingCalls` held calls.
-function memoryErrors(res, configText, who, err, waitingCalls = 0) {
+// `configText` (null: the embedded defaults), `waitingCalls` held calls and
+// `agentHeld` entries for agents' held calls.
+function memoryErrors(res, configText, who, err, waitingCalls = 0, agentHeld = 0) {
   const limit = res && res.limits && res.limits.memory;
   if (limit === undefined) return;
   const n = configText === null ? DEFAULT_MAX_ENDPOINTS : maxEndpoints(configText);
-  const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n + BYTES_PER_WAITING_CALL * waitingCalls;
+  const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n + BYTES_PER_WAITING_CALL * waitingCalls +
+    BYTES_PER_AGENT_HELD_CALL * agentHeld;
   if (!(quantityBytes(limit) >= need)) {
-    const waiting = waitingCalls > 0 ? ` and max_waiting_calls ${waitingCalls}` : "";
+    const waiting = (waitingCalls > 0 ? ` and max_waiting_calls ${waitingCalls}` : "") +
+      (agentHeld > 0 ? ` and max_agent_held_calls ${agentHeld}` : "");
     err(`${who}memory limit ${limit} < ${Math.ceil(need / 2 ** 20)}Mi needed for max_endpoints ${n}${waiting}`);
   }
 }
@@ -139,5 +150,5 @@ function hardeningErrors(pod, c, stage, who, err) {
 
 module.exports = {
   REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, flagSeconds, quantityBytes,
-  protocError, maxEndpoints, maxWaitingCalls, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
+  protocError, maxEndpoints, maxWaitingCalls, maxAgentHeldCalls, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
 };
