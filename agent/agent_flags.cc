@@ -46,6 +46,10 @@ ABSL_FLAG(int, threads, 16,
 ABSL_FLAG(int64_t, max_queued_calls, 10000,
           "calls that may wait for such a thread; beyond it a call is "
           "answered UNAVAILABLE at once; 1..1000000");
+ABSL_FLAG(int64_t, max_waiting_calls, 10000,
+          "waiting Admits (AdmitRequest.wait) held at once (~17 KiB each); "
+          "beyond it a waiting Admit is answered at once, as an Admit "
+          "without a wait; 0..1000000 (0: none held)");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
           "on SIGTERM, how long calls in flight may take to finish; 0..1h");
 ABSL_FLAG(std::string, tls_ca_file, "",
@@ -70,6 +74,11 @@ void CheckNumbers(const AgentFlags& f, std::vector<std::string>* errors) {
   if (queued < 1 || queued > static_cast<int64_t>(kMaxQueuedCalls)) {
     errors->push_back(absl::StrCat("--max_queued_calls: must be in [1, ",
                                    kMaxQueuedCalls, "], got ", queued));
+  }
+  if (f.max_waiting_calls < 0 || f.max_waiting_calls > kMaxWaitingCalls) {
+    errors->push_back(absl::StrCat("--max_waiting_calls: must be in [0, ",
+                                   kMaxWaitingCalls, "], got ",
+                                   f.max_waiting_calls));
   }
   if (f.drain_timeout < absl::ZeroDuration() ||
       f.drain_timeout > absl::Hours(1)) {
@@ -108,6 +117,7 @@ absl::StatusOr<AgentFlags> ReadAgentFlags() {
   f.max_queued_calls =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_queued_calls)));
   f.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  f.max_waiting_calls = absl::GetFlag(FLAGS_max_waiting_calls);
   CheckNumbers(f, &errors);
   client::ClientOptions& o = f.client;
   o.target = absl::GetFlag(FLAGS_coordinator);

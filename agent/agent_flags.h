@@ -35,12 +35,14 @@ struct AgentFlags {
   client::ClientTlsOptions tls;
   int threads = 16;
   size_t max_queued_calls = 10000;
+  int64_t max_waiting_calls = 10000;
   absl::Duration drain_timeout;
 };
 
 // Ranges, checked by ReadAgentFlags.
 inline constexpr int kMaxThreads = 1024;
 inline constexpr size_t kMaxQueuedCalls = 1000000;
+inline constexpr int64_t kMaxWaitingCalls = 1000000;
 
 absl::StatusOr<AgentFlags> ReadAgentFlags();
 

@@ -48,14 +48,16 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
  public:
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
 
+  // `held` counts the calls held; this one is in it until OnDone.
   WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
                grpc::ByteBuffer* resp, v1::AdmitRequest request,
-               absl::Time deadline)
+               absl::Time deadline, std::atomic<int64_t>* held)
       : client_(client),
         tally_(tally),
         resp_(resp),
         request_(std::move(request)),
-        deadline_(deadline) {}
+        deadline_(deadline),
+        held_(held) {}
 
   // `in` borrows from request_ once converted. A wait over the maximum is
   // left for the coordinator to refuse, as it would refuse it directly.
@@ -84,7 +86,10 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
                                });
   }
   void OnCancel() override { cancel_.Cancel(); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    held_->fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
   // Short reactions, run inline (see server/service/wait_room.h's
   // WaitingCall: the same reason).
   bool InternalInlineable() override { return true; }
@@ -95,6 +100,7 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const resp_;
   const v1::AdmitRequest request_;
   const absl::Time deadline_;  // the worker's
+  std::atomic<int64_t>* const held_;
   client::Canceller cancel_;
 };
 
@@ -142,8 +148,8 @@ grpc::ServerUnaryReactor* NotHere(grpc::CallbackServerContext* ctx) {
 }  // namespace
 
 AgentService::AgentService(client::CoordinatorClient* client, WorkPool* pool,
-                           DecisionTally* tally)
-    : client_(client), pool_(pool), tally_(tally) {}
+                           DecisionTally* tally, int64_t max_waiting)
+    : client_(client), pool_(pool), tally_(tally), max_waiting_(max_waiting) {}
 
 template <typename Request, typename Response, typename Inline,
           typename Pooled>
@@ -192,10 +198,16 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   v1::AdmitRequest waiting;
   if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
       (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
-    auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting),
-                                  absl::FromChrono(ctx->deadline()));
-    call->Start();
-    return call;
+    if (waiting_.fetch_add(1, std::memory_order_relaxed) < max_waiting_) {
+      auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting),
+                                    absl::FromChrono(ctx->deadline()),
+                                    &waiting_);
+      call->Start();
+      return call;
+    }
+    // Full: answered below as an Admit without a wait.
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    overflows_.fetch_add(1, std::memory_order_relaxed);
   }
   using Req = v1::AdmitRequest;
   using Resp = v1::AdmitResponse;
@@ -211,6 +223,11 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
       [this](const Req& r, Resp* out) {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
+        // A wait here is one the agent had no room to hold: not passed on
+        // (a wait out of range still reaches the coordinator's check).
+        if (in->wait > absl::ZeroDuration() && in->wait <= engine::kMaxWait) {
+          in->wait = absl::ZeroDuration();
+        }
         return Answer(client_->Admit(*in), client_->clock().Now(), tally_,
                       out);
       });

@@ -15,9 +15,16 @@
 //     ask: the agent serves decisions; inspection is the coordinators'.
 // Every decision answered is recorded in `tally` when one is given (the
 // status page's counts and chart; null: none).
+// A waiting Admit (AdmitRequest.wait > 0) is held without a thread until
+// its answer (client/coordinator_client.h, AdmitWaitingAsync); at most
+// `max_waiting` at once: beyond that it is answered at once, as an Admit
+// without a wait, and counted (waiting_overflows).
 // Thread-safe. `client`, `pool` and `tally` must outlive the service.
 #ifndef STAGGER_AGENT_AGENT_SERVICE_H_
 #define STAGGER_AGENT_AGENT_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
 
 #include "agent/status/decision_tally.h"
 #include "agent/work_pool.h"
@@ -38,7 +45,14 @@ using RawService = v1::RetryCoordinator::WithRawCallbackMethod_Admit<
 class AgentService final : public RawService {
  public:
   AgentService(client::CoordinatorClient* client, WorkPool* pool,
-               DecisionTally* tally = nullptr);
+               DecisionTally* tally = nullptr, int64_t max_waiting = 10000);
+
+  int64_t waiting_calls() const {
+    return waiting_.load(std::memory_order_relaxed);
+  }
+  int64_t waiting_overflows() const {
+    return overflows_.load(std::memory_order_relaxed);
+  }
 
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* req,
@@ -77,6 +91,9 @@ class AgentService final : public RawService {
   client::CoordinatorClient* const client_;
   WorkPool* const pool_;
   DecisionTally* const tally_;
+  const int64_t max_waiting_;
+  std::atomic<int64_t> waiting_{0};
+  std::atomic<int64_t> overflows_{0};
 };
 
 }  // namespace stagger::agent

@@ -142,13 +142,16 @@ std::string ReadyLine(const AgentFlags& flags, int port,
 // `tally`.
 absl::StatusOr<std::unique_ptr<AgentStatusPage>> StartStatusPage(
     const AgentFlags& flags, const client::CoordinatorClient* client,
-    const DecisionTally* tally) {
+    const DecisionTally* tally, const AgentService* service) {
   AgentInfo info;
   info.coordinator = flags.client.target;
   info.fallback = flags.client.fallback == client::FallbackMode::kFailOpen
                       ? "fail_open"
                       : "fail_closed";
   info.leases = flags.client.leases;
+  info.waiting = [service] {
+    return WaitingCounts{service->waiting_calls(), service->waiting_overflows()};
+  };
   return AgentStatusPage::Start(
       flags.status_address, std::move(info),
       [client](absl::string_view after, size_t max) {
@@ -192,7 +195,8 @@ int Run() {
   if (!flags->status_address.empty()) {
     tally = std::make_unique<DecisionTally>(&(*client)->clock());
   }
-  AgentService service(client->get(), &pool, tally.get());
+  AgentService service(client->get(), &pool, tally.get(),
+                       flags->max_waiting_calls);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
       StartServer(flags->listen, &service, &port);
@@ -214,7 +218,7 @@ int Run() {
   std::unique_ptr<AgentStatusPage> status_page;
   if (tally != nullptr) {
     absl::StatusOr<std::unique_ptr<AgentStatusPage>> started =
-        StartStatusPage(*flags, client->get(), tally.get());
+        StartStatusPage(*flags, client->get(), tally.get(), &service);
     if (!started.ok()) {
       Log(absl::StrCat("cannot serve the status page: ",
                        started.status().message()));

@@ -82,6 +82,7 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
 
   const absl::Time now = clock_->Now();
   const client::LeaseStatus s = leases_(after, static_cast<size_t>(*page_size));
+  const WaitingCounts waiting = info_.waiting ? info_.waiting() : WaitingCounts{};
   std::string replicas, leases;
   bool any_up = false;
   int64_t flushes = 0, reconnects = 0, held_calls = 0;
@@ -106,6 +107,8 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
       ",\"leases_on\":", Bool(info_.leases), ",\"coordinator_up\":",
       Bool(any_up), ",\"replicas\":[", replicas, "],\"flushes\":", flushes,
       ",\"reconnects\":", reconnects, ",\"held_calls\":", held_calls,
+      ",\"waiting_calls\":", waiting.held,
+      ",\"waiting_overflows\":", waiting.overflows,
       ",\"decisions\":", DecisionCounts(tally_->Read()), ",\"leases\":[",
       leases, "],\"page_size\":", *page_size, ",\"after\":", JsonString(after),
       ",\"leases_matched\":", s.leases_matched, ",\"left_out\":", left_out,

@@ -32,6 +32,7 @@
 #define STAGGER_AGENT_STATUS_AGENT_STATUS_API_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -44,11 +45,19 @@
 
 namespace stagger::agent {
 
-// What the agent was started with, shown as is.
+// The agent's waiting Admits now (agent_service.h).
+struct WaitingCounts {
+  int64_t held = 0;       // held at once now
+  int64_t overflows = 0;  // answered at once for want of room, so far
+};
+
+// What the agent was started with, shown as is, and where its waiting
+// calls are counted (null: none shown).
 struct AgentInfo {
   std::string coordinator;  // --coordinator
   std::string fallback;     // --fallback
   bool leases = true;       // --leases
+  std::function<WaitingCounts()> waiting;
 };
 
 // The replicas and up to `max` leases after `after`:

@@ -428,3 +428,50 @@ def test_waiting_calls_are_held_by_the_agent_and_released_by_staggerd(
     poll_until("nothing held", lambda: agent_held() == 0)
     poll_until("nothing in staggerd's line", lambda: sd.scrape().get(
         "stagger_waiting_calls") == 0.0)
+
+
+def test_the_agents_waiting_bound_answers_beyond_it_at_once(procs, tmp_path):
+    """--max_waiting_calls=2: two waiting Admits are held, a third is
+    answered at once as an Admit without a wait (and counted); a bound out
+    of range refuses to start, naming the flag."""
+    import urllib.request
+    bad = subprocess.run([AGENT, "--max_waiting_calls=-1"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2, bad
+    assert "--max_waiting_calls: must be in [0, 1000000], got -1" in bad.stderr
+
+    config = tmp_path / "config.textproto"
+    config.write_text("default_policy { breaker { consecutive_failures: 3 "
+                      "open_base { seconds: 600 } open_max { seconds: 600 } } }\n")
+    sd = procs(Staggerd(STAGGERD, extra=["--config=%s" % config]))
+    path = os.path.join(sockdir(), "bound.sock")
+    status_port = free_port()
+    agent = procs(Agent(AGENT, path, sd.target, extra=[
+        "--max_waiting_calls=2", "--status_address=127.0.0.1:%d" % status_port]))
+    ep = "https://bound.example"
+    s = stub(agent.target)
+    for _ in range(3):
+        s.Report(pb.ReportRequest(endpoint=ep, attempt=1,
+                                  outcome=pb.RETRYABLE_FAILURE),
+                 timeout=TIMEOUT)
+
+    def status():
+        with urllib.request.urlopen(
+                "http://127.0.0.1:%d/api/agent" % status_port,
+                timeout=TIMEOUT) as r:
+            return json.load(r)
+
+    req = pb.AdmitRequest(endpoint=ep, attempt=2)
+    req.wait.seconds = 30
+    held = [s.Admit.future(req, timeout=40) for _ in range(2)]
+    poll_until("two calls held", lambda: status()["waiting_calls"] == 2)
+    started = time.monotonic()
+    third = s.Admit(req, timeout=TIMEOUT)
+    assert time.monotonic() - started < 5
+    assert third.decision.verdict == pb.DEFER
+    assert third.decision.reason == pb.CIRCUIT_OPEN
+    st = status()
+    assert st["waiting_overflows"] == 1 and st["waiting_calls"] == 2, st
+    for f in held:
+        f.cancel()
+    poll_until("the cancelled calls gone", lambda: status()["waiting_calls"] == 0)

@@ -14,6 +14,7 @@ const path = require("node:path");
 const { describe } = require("./k8s_schema");
 const {
   CONFIG_KEY, byKind, flagValue, flagPort, flagSeconds, protocError, memoryErrors,
+  agentMaxWaitingCalls, AGENT_BYTES_PER_WAITING_CALL,
   resourceErrors, hardeningErrors,
 } = require("./pod_rules");
 
@@ -247,7 +248,10 @@ function agentErrors(docs, agents, services) {
         else configText = cm.data[key];
       }
     }
-    if (config === undefined || configText !== null) memoryErrors(agent.resources, configText, who, err);
+    if (config === undefined || configText !== null) {
+      memoryErrors(agent.resources, configText, who, err, agentMaxWaitingCalls(args), 0,
+                   AGENT_BYTES_PER_WAITING_CALL);
+    }
 
     if (vol) {
       if (workload.kind === "DaemonSet") daemonSetErrors(a, sock, vol, who, err);

@@ -24,6 +24,10 @@ const DEFAULT_MAX_ENDPOINTS = 1000000;
 const BYTES_PER_WAITING_CALL = 17 * 1024;
 const DEFAULT_MAX_WAITING_CALLS = 100000; // staggerd's --max_waiting_calls default
 const BYTES_PER_AGENT_HELD_CALL = 640;
+// stagger-agent's own waiting calls (17,730 B measured; --max_waiting_calls,
+// default 10,000).
+const AGENT_BYTES_PER_WAITING_CALL = 18 * 1024;
+const AGENT_DEFAULT_MAX_WAITING_CALLS = 10000;
 const DEFAULT_MAX_AGENT_HELD_CALLS = 100000; // staggerd's --max_agent_held_calls default
 
 const byKind = (docs, kind) => docs.filter((d) => d.kind === kind);
@@ -83,6 +87,10 @@ function maxWaitingCalls(args) {
   const v = flagValue(args, "--max_waiting_calls");
   return v === undefined ? DEFAULT_MAX_WAITING_CALLS : Number(v);
 }
+function agentMaxWaitingCalls(args) {
+  const v = flagValue(args, "--max_waiting_calls");
+  return v === undefined ? AGENT_DEFAULT_MAX_WAITING_CALLS : Number(v);
+}
 function maxAgentHeldCalls(args) {
   const v = flagValue(args, "--max_agent_held_calls");
   return v === undefined ? DEFAULT_MAX_AGENT_HELD_CALLS : Number(v);
@@ -91,11 +99,12 @@ function maxAgentHeldCalls(args) {
 // The memory limit must hold the process, limits.max_endpoints of
 // `configText` (null: the embedded defaults), `waitingCalls` held calls and
 // `agentHeld` entries for agents' held calls.
-function memoryErrors(res, configText, who, err, waitingCalls = 0, agentHeld = 0) {
+function memoryErrors(res, configText, who, err, waitingCalls = 0, agentHeld = 0,
+                      bytesPerWaitingCall = BYTES_PER_WAITING_CALL) {
   const limit = res && res.limits && res.limits.memory;
   if (limit === undefined) return;
   const n = configText === null ? DEFAULT_MAX_ENDPOINTS : maxEndpoints(configText);
-  const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n + BYTES_PER_WAITING_CALL * waitingCalls +
+  const need = BASE_MEMORY_BYTES + BYTES_PER_ENDPOINT * n + bytesPerWaitingCall * waitingCalls +
     BYTES_PER_AGENT_HELD_CALL * agentHeld;
   if (!(quantityBytes(limit) >= need)) {
     const waiting = (waitingCalls > 0 ? ` and max_waiting_calls ${waitingCalls}` : "") +
@@ -150,5 +159,6 @@ function hardeningErrors(pod, c, stage, who, err) {
 
 module.exports = {
   REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, flagSeconds, quantityBytes,
-  protocError, maxEndpoints, maxWaitingCalls, maxAgentHeldCalls, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
+  protocError, maxEndpoints, maxWaitingCalls, maxAgentHeldCalls, agentMaxWaitingCalls,
+  AGENT_BYTES_PER_WAITING_CALL, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
 };
