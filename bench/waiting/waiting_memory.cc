@@ -12,8 +12,9 @@
 // memory each process gained per waiting call (VmRSS before and after), the
 // client's too, and then, after SIGTERM to staggerd, how long its drain took
 // to answer every call (each must be answered: none may be lost). The
-// staggerd runs with room for the calls: --max_waiting_calls above
-// --calls, and a gRPC memory quota of 8 GiB (each call's state counts
+// staggerd runs with room for the calls: --max_waiting_calls and
+// --max_agent_held_calls above --calls (the agent's --max_waiting_calls
+// too), and a gRPC memory quota of 8 GiB (each call's state counts
 // against it).
 #include <signal.h>
 #include <sys/prctl.h>
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
   Child sd = Spawn({absl::GetFlag(FLAGS_staggerd), "--address=127.0.0.1:0",
                     "--metrics_address=127.0.0.1:0", "--config=" + config,
                     absl::StrCat("--max_waiting_calls=", n + 1000),
+                    absl::StrCat("--max_agent_held_calls=", n + 1000),
                     "--memory_quota_bytes=8589934592", "--drain_timeout=60s"});
   const std::string port = Match(sd.line, "listening on 127.0.0.1:(\\d+)");
   const std::string metrics = Match(sd.line, "metrics on port (\\d+)");
@@ -216,7 +218,8 @@ int main(int argc, char** argv) {
   Child agent;
   if (!absl::GetFlag(FLAGS_agent).empty()) {
     agent = Spawn({absl::GetFlag(FLAGS_agent), "--listen=unix:" + dir + "/a.sock",
-                   "--coordinator=" + target, "--metrics_address="});
+                   "--coordinator=" + target, "--metrics_address=",
+                   absl::StrCat("--max_waiting_calls=", n + 1000)});
     target = "unix:" + dir + "/a.sock";
   }
   const int64_t sd0 = RssBytes(sd.pid);

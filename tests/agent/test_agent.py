@@ -176,7 +176,10 @@ def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
                       "open_base { seconds: 600 } open_max { seconds: 600 } } }\n")
     sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + ["--config=%s" % config]))
     d = sockdir()
-    a, b = (procs(Agent(AGENT, os.path.join(d, n), sd.target))
+    # A loaded CI machine can take longer than the agent's default 50 ms to
+    # answer; B's fallback (breaker closed) would then say PROCEED.
+    a, b = (procs(Agent(AGENT, os.path.join(d, n), sd.target,
+                        extra=["--call_deadline=2s"]))
             for n in ("a.sock", "b.sock"))
     sa, sb = stub(a.target), stub(b.target)
     ep = "https://failing.example"
@@ -188,9 +191,17 @@ def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
                   timeout=TIMEOUT)
     # B is told (how fast: bench/run's revoke_p99_ms); its first attempts
     # are the coordinator's again.
-    poll_until("B's lease revoked", lambda: sb.Admit(
-        pb.AdmitRequest(endpoint=ep, attempt=1),
-        timeout=TIMEOUT).decision.reason == pb.CIRCUIT_OPEN)
+    last = []
+
+    def revoked():
+        dec = sb.Admit(pb.AdmitRequest(endpoint=ep, attempt=1),
+                       timeout=TIMEOUT).decision
+        last[:] = [dec]
+        return dec.reason == pb.CIRCUIT_OPEN
+    try:
+        poll_until("B's lease revoked", revoked)
+    except AssertionError as e:
+        raise AssertionError("%s; B's last answer: %s" % (e, last)) from e
     for _ in range(20):
         dec = sb.Admit(pb.AdmitRequest(endpoint=ep, attempt=1),
                        timeout=TIMEOUT).decision
