@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/service/agent_held_calls.h"
 #include "tests/service/service_harness.h"
+#include "tests/testing/staggerd_process.h"
 
 namespace stagger::testing {
 namespace {
@@ -32,15 +33,6 @@ ServiceHarness::Options RoomOptions() {
   b.half_open_probes = 1;
   b.close_after_successes = 1;
   return o;
-}
-
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
 }
 
 v1::HeldAdmit Held(uint64_t id, absl::Duration wait = absl::Seconds(60)) {
@@ -102,7 +94,7 @@ TEST_F(AgentHeldCallsTest, AHeldCallWaitsInTheRoomAndGetsTheProbe) {
   EXPECT_EQ(SentCount(), 0u);
 
   HalfOpen();
-  ASSERT_TRUE(Eventually([&] { return SentCount() == 1; }));
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 1; }));
   const v1::HeldAnswer a = Sent()[0];
   EXPECT_EQ(a.id(), 7u);  // the same deadline: first come
   EXPECT_EQ(a.code(), 0);
@@ -117,7 +109,7 @@ TEST_F(AgentHeldCallsTest, AtItsWaitsEndACallIsAnsweredAsAnAdmitThen) {
   ASSERT_TRUE(calls_->Hold(Held(1, absl::Seconds(5))).ok());
   h_.clock().Advance(absl::Seconds(6));
   h_.room()->Wake(kEp);
-  ASSERT_TRUE(Eventually([&] { return SentCount() == 1; }));
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 1; }));
   EXPECT_EQ(Sent()[0].response().decision().verdict(), v1::DEFER);
   EXPECT_EQ(Sent()[0].response().decision().reason(), v1::CIRCUIT_OPEN);
   EXPECT_EQ(calls_->held(), 0u);
@@ -191,13 +183,13 @@ TEST_F(AgentHeldCallsTest, AReturnedProbeGoesToTheNextWaiter) {
   ASSERT_TRUE(calls_->Hold(Held(1)).ok());
   ASSERT_TRUE(calls_->Hold(Held(2)).ok());
   HalfOpen();
-  ASSERT_TRUE(Eventually([&] { return SentCount() == 1; }));
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 1; }));
   const v1::Decision probe = Sent()[0].response().decision();
   ASSERT_EQ(probe.reason(), v1::HALF_OPEN_PROBE);
   // The agent's worker for id 1 had gone: the probe comes back, and the
   // next call gets one at once, not after the probe's timeout.
   calls_->Return(kEp, probe.admission());
-  ASSERT_TRUE(Eventually([&] { return SentCount() == 2; }));
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 2; }));
   EXPECT_EQ(Sent()[1].id(), 2u);
   EXPECT_EQ(Sent()[1].response().decision().reason(), v1::HALF_OPEN_PROBE);
 }
