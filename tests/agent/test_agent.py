@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -57,6 +58,22 @@ def sockdir():
 
 def stub(target):
     return rpc.RetryCoordinatorStub(grpc.insecure_channel(target))
+
+
+def trip(s, ep):
+    """Three failures of `ep` through stub `s`: the tests' configs open the
+    breaker on the third."""
+    for _ in range(3):
+        s.Report(pb.ReportRequest(endpoint=ep, attempt=1,
+                                  outcome=pb.RETRYABLE_FAILURE),
+                 timeout=TIMEOUT)
+
+
+def agent_status(port):
+    """The JSON of the agent's status page on 127.0.0.1:port."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/api/agent" % port,
+                                timeout=TIMEOUT) as r:
+        return json.load(r)
 
 
 def deliver(s, endpoint, n):
@@ -185,10 +202,7 @@ def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
     ep = "https://failing.example"
     wait_for_lease(a, sa, ep)
     wait_for_lease(b, sb, ep)
-    for _ in range(3):
-        sa.Report(pb.ReportRequest(endpoint=ep, attempt=1,
-                                   outcome=pb.RETRYABLE_FAILURE),
-                  timeout=TIMEOUT)
+    trip(sa, ep)
     # B is told (how fast: bench/run's revoke_p99_ms); its first attempts
     # are the coordinator's again.
     last = []
@@ -335,10 +349,7 @@ def test_calls_waiting_through_an_agent_are_answered_when_a_process_dies(
     path = os.path.join(sockdir(), "a.sock")
     agent = procs(Agent(AGENT, path, sd.target))
     ep = "https://down.example"
-    for _ in range(3):
-        stub(agent.target).Report(pb.ReportRequest(
-            endpoint=ep, attempt=1, outcome=pb.RETRYABLE_FAILURE),
-            timeout=TIMEOUT)
+    trip(stub(agent.target), ep)
     c = CoordinatorClient("unix:" + path, call_deadline=TIMEOUT)
 
     def waiting_admit_while(kill):
@@ -385,7 +396,6 @@ def test_waiting_calls_are_held_by_the_agent_and_released_by_staggerd(
     """Twenty waiting Admits to an open breaker stay in the agent (its
     status page counts them as held), each one an entry in staggerd's line;
     the half-open probe goes to one, its success releases the rest."""
-    import urllib.request
     config = tmp_path / "config.textproto"
     config.write_text(
         "default_policy { breaker { consecutive_failures: 3 "
@@ -398,16 +408,10 @@ def test_waiting_calls_are_held_by_the_agent_and_released_by_staggerd(
         "--status_address=127.0.0.1:%d" % status_port]))
     ep = "https://held.example"
     s = stub(agent.target)
-    for _ in range(3):
-        s.Report(pb.ReportRequest(endpoint=ep, attempt=1,
-                                  outcome=pb.RETRYABLE_FAILURE),
-                 timeout=TIMEOUT)
+    trip(s, ep)
 
     def agent_held():
-        with urllib.request.urlopen(
-                "http://127.0.0.1:%d/api/agent" % status_port,
-                timeout=TIMEOUT) as r:
-            return json.load(r)["held_calls"]
+        return agent_status(status_port)["held_calls"]
 
     answers = []
     lock = threading.Lock()
@@ -445,7 +449,6 @@ def test_the_agents_waiting_bound_answers_beyond_it_at_once(procs, tmp_path):
     """--max_waiting_calls=2: two waiting Admits are held, a third is
     answered at once as an Admit without a wait (and counted); a bound out
     of range refuses to start, naming the flag."""
-    import urllib.request
     bad = subprocess.run([AGENT, "--max_waiting_calls=-1"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2, bad
@@ -461,16 +464,10 @@ def test_the_agents_waiting_bound_answers_beyond_it_at_once(procs, tmp_path):
         "--max_waiting_calls=2", "--status_address=127.0.0.1:%d" % status_port]))
     ep = "https://bound.example"
     s = stub(agent.target)
-    for _ in range(3):
-        s.Report(pb.ReportRequest(endpoint=ep, attempt=1,
-                                  outcome=pb.RETRYABLE_FAILURE),
-                 timeout=TIMEOUT)
+    trip(s, ep)
 
     def status():
-        with urllib.request.urlopen(
-                "http://127.0.0.1:%d/api/agent" % status_port,
-                timeout=TIMEOUT) as r:
-            return json.load(r)
+        return agent_status(status_port)
 
     req = pb.AdmitRequest(endpoint=ep, attempt=2)
     req.wait.seconds = 30

@@ -26,12 +26,7 @@ ServiceHarness::Options RoomOptions() {
   ServiceHarness::Options o;
   o.max_waiting = 1;  // workers' calls: not the agents' bound
   o.max_agent_held = 3;
-  auto& b = o.config.default_policy.breaker;
-  b.consecutive_failures = 3;
-  b.open_base = absl::Seconds(10);
-  b.open_max = absl::Seconds(10);
-  b.half_open_probes = 1;
-  b.close_after_successes = 1;
+  SetOneProbeBreaker(o.config);
   return o;
 }
 

@@ -39,6 +39,17 @@
 
 namespace stagger::testing {
 
+// The waiting tests' endpoint: the breaker opens on the third consecutive
+// failure for 10 s, then half-opens with one probe whose success closes it.
+inline void SetOneProbeBreaker(engine::EngineConfig& config) {
+  auto& b = config.default_policy.breaker;
+  b.consecutive_failures = 3;
+  b.open_base = absl::Seconds(10);
+  b.open_max = absl::Seconds(10);
+  b.half_open_probes = 1;
+  b.close_after_successes = 1;
+}
+
 class ServiceHarness {
  public:
   struct Options {

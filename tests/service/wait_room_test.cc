@@ -24,12 +24,7 @@ constexpr char kEp[] = "https://down.example/hook";
 ServiceHarness::Options RoomOptions(size_t max_waiting) {
   ServiceHarness::Options o;
   o.max_waiting = max_waiting;
-  auto& b = o.config.default_policy.breaker;
-  b.consecutive_failures = 3;
-  b.open_base = absl::Seconds(10);
-  b.open_max = absl::Seconds(10);
-  b.half_open_probes = 1;
-  b.close_after_successes = 1;
+  SetOneProbeBreaker(o.config);
   return o;
 }
 
