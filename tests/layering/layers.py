@@ -82,7 +82,8 @@ RULES = [
     ("client/internal", LIBS, ["core", "client/."]),
     ("client/staggerctl", {"std", "absl", "protobuf", "grpc", "proto"},
      ["core", "client/."]),
-    ("client/examples", {"std", "absl", "grpc", "proto"}, ["client/."]),
+    ("client/examples", {"std", "absl", "grpc", "proto"},
+     ["client/.", "core/cli"]),
     ("client/python", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/node", {"std", "protobuf", "grpc", "proto"}, []),
     # The public headers: what a worker includes. Of core, only these
