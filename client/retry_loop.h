@@ -5,10 +5,13 @@
 //   Report   -> DONE            end: kSucceeded
 //            -> PROCEED(delay)  wait delay, Admit(n+1), ...
 //            -> GIVE_UP         end: kGaveUp (dead-letter it)
-//            -> DEFER(until)    end: kDeferred
-//   Admit    -> DEFER / GIVE_UP end as above
+//            -> DEFER(until)    Admit(n) waiting until then (park_in_loop,
+//                               the default, on a coordinator that holds
+//                               waiting calls); else end: kDeferred
+//   Admit    -> DEFER / GIVE_UP as above
 //
-// A DEFER ends the run instead of sleeping through it: the caller parks the
+// Without waiting admission (or with park_in_loop off), a DEFER ends the
+// run instead of sleeping through it: the caller parks the
 // delivery (e.g. as its queue's redelivery delay, result.last_decision
 // .defer_for) and later calls Run again with options.first_attempt =
 // result.next_attempt. No attempt is consumed by a deferral.
