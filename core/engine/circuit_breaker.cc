@@ -151,11 +151,8 @@ void CircuitBreaker::CountLateAnswers(const BreakerParams& p, absl::Time now,
                                       absl::Time at, absl::Time last,
                                       uint32_t n) {
   if (!p.enabled || state_ != BreakerState::kClosed || n == 0) return;
-  // TODO(lead, issue 25): end the run only if `last` came after its last
-  // failure (time_ns_), together with the stream protocol that keeps
-  // endpoints near a trip central; today any late answer ends it.
-  (void)last;
-  consecutive_failures_ = 0;
+  // Only an answer after the last failure ends its run of failures.
+  if (absl::ToUnixNanos(last) > time_ns_) consecutive_failures_ = 0;
   const int64_t slot_ns =
       std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
   window_.Advance(absl::ToUnixNanos(now) / slot_ns);

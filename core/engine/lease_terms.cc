@@ -26,15 +26,17 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
   if (counts.successes > 0) {
     // Not last_success: counts are never evidence of recovery on their
     // own (a waiting call goes on a reported success, decision_path.h).
+    // A success stamped after `now` came before a step back of this clock:
+    // its order with the failures since is unknown, so it ends no run.
     const absl::Time last =
-        counts.last_success == absl::InfinitePast()
+        counts.last_success > now ? absl::InfinitePast()
+        : counts.last_success == absl::InfinitePast()
             ? at
-            : std::min(std::max(counts.last_success, at), now);
+            : std::max(counts.last_success, at);
     st.breaker.CountLateAnswers(p.breaker, now, at, last, counts.successes);
+    // Not last_success: counts are never evidence of recovery on their
+    // own (a waiting call goes on a reported success, decision_path.h).
     st.served.OnSuccesses(at, counts.successes);
-    // TODO(lead, issue 25/27): counts are never evidence of recovery on
-    // their own; dropped with the stream protocol that replaces this one.
-    st.last_success_ns = std::max(st.last_success_ns, absl::ToUnixNanos(at));
   }
 }
 

@@ -87,6 +87,11 @@ void AgentLink::Apply(const SetSnapshot& s) {
   const bool older = have_copy_ && s.incarnation == incarnation_ &&
                      s.version < version_;
   if (older && !Planted().agent_takes_stale_set) return;
+  // A lease is good only with the set of the incarnation that granted it:
+  // a new incarnation's copy needs its own lease.
+  if (incarnation_ != 0 && s.incarnation != incarnation_) {
+    lease_until_ = absl::InfinitePast();
+  }
   keys_.clear();
   prefixes_.clear();
   members_.clear();
@@ -268,6 +273,21 @@ AgentLink::Status AgentLink::status(absl::Time now) const {
   s.refusal = refusal_;
   s.counts_dropped = counts_.dropped();
   return s;
+}
+
+AgentLink* LinkForLocalAnswer(absl::Span<AgentLink* const> links,
+                              absl::Span<const std::string> names,
+                              size_t owner, absl::string_view key,
+                              absl::Time now) {
+  if (owner >= links.size() || links[owner] == nullptr) return nullptr;
+  if (!links[owner]->LocalOk(key, now)) return nullptr;
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (i != owner && links[i] != nullptr &&
+        links[i]->StandsInFor(names[owner])) {
+      return nullptr;
+    }
+  }
+  return links[owner];
 }
 
 }  // namespace stagger::lease

@@ -50,6 +50,7 @@
 #include "absl/random/bit_gen_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/engine/compiled_config.h"
 #include "core/engine/decision.h"
 #include "core/lease/count_book.h"
@@ -151,6 +152,17 @@ class AgentLink {
   absl::Time sync_local_ = absl::InfinitePast();
   CountBook counts_;
 };
+
+// Which of an agent's links may answer `key` locally now: the link to the
+// key's owner (index `owner` of `links`, the members in rendezvous order's
+// names), if it may (LocalOk), and no other replica's set says it stands in
+// for that owner (an agent that cannot reach the owner sends its keys there:
+// they are decided centrally). Null: ask the coordinator. A key is never
+// answered under the lease of a replica that does not own it.
+AgentLink* LinkForLocalAnswer(absl::Span<AgentLink* const> links,
+                              absl::Span<const std::string> names,
+                              size_t owner, absl::string_view key,
+                              absl::Time now);
 
 }  // namespace stagger::lease
 

@@ -8,6 +8,10 @@ namespace {
 
 uint32_t Bit(Why w) { return uint32_t{1} << static_cast<int>(w); }
 
+bool KeyLess(const EntryKey& a, const EntryKey& b) {
+  return a.scope != b.scope ? a.scope < b.scope : a.target < b.target;
+}
+
 }  // namespace
 
 NotClearSet::NotClearSet(uint64_t incarnation, absl::Duration hold,
@@ -74,6 +78,8 @@ void NotClearSet::Sweep(absl::Time now) {
     }
     if (e.reasons == 0 && e.clear_since + hold_ <= now) leaving.push_back(key);
   }
+  // In key order: versions come out the same whatever the table's order.
+  std::sort(leaving.begin(), leaving.end(), KeyLess);
   for (const EntryKey& key : leaving) Forget(key);
 }
 
@@ -103,6 +109,11 @@ std::optional<SetDelta> NotClearSet::TakeDelta() {
       d.removed.push_back(key);
     }
   }
+  std::sort(d.added.begin(), d.added.end(),
+            [](const NotClearEntry& a, const NotClearEntry& b) {
+              return KeyLess(a.key, b.key);
+            });
+  std::sort(d.removed.begin(), d.removed.end(), KeyLess);
   if (config_pending_) d.config = config_;
   pending_.clear();
   config_pending_ = false;

@@ -58,6 +58,9 @@ class NotClearSet {
   void Exit(const EntryKey& key, Why reason, absl::Time now);
   void Forget(const EntryKey& key);
   void SetConfig(SharedConfig config);
+  // A stand-in ends once unused this long (at least the longest a probe
+  // it admitted may be in flight).
+  void set_stand_in_idle(absl::Duration d) { stand_in_idle_ = d; }
   void Sweep(absl::Time now);
 
   std::optional<SetDelta> TakeDelta();
@@ -85,7 +88,7 @@ class NotClearSet {
 
   const uint64_t incarnation_;
   const absl::Duration hold_;
-  const absl::Duration stand_in_idle_;
+  absl::Duration stand_in_idle_;
   uint64_t version_ = 1;
   absl::flat_hash_map<EntryKey, Entry> entries_;
   SharedConfig config_;

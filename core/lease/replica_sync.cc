@@ -12,13 +12,24 @@
 namespace stagger::lease {
 namespace {
 
-// The largest initial jitter any policy of `c` has.
-absl::Duration MaxJitter(const engine::EngineConfig& c) {
-  absl::Duration j = c.default_policy.backoff.initial_jitter;
+// The largest value of one policy field over `c`'s policies.
+template <typename Get>
+absl::Duration Largest(const engine::EngineConfig& c, Get get) {
+  absl::Duration v = get(c.default_policy);
   for (const engine::PolicyOverride& o : c.overrides) {
-    j = std::max(j, o.policy.backoff.initial_jitter);
+    v = std::max(v, get(o.policy));
   }
-  return j;
+  return v;
+}
+absl::Duration MaxJitter(const engine::EngineConfig& c) {
+  return Largest(c, [](const engine::PolicyParams& p) {
+    return p.backoff.initial_jitter;
+  });
+}
+absl::Duration MaxProbeTimeout(const engine::EngineConfig& c) {
+  return Largest(c, [](const engine::PolicyParams& p) {
+    return p.breaker.probe_timeout;
+  });
 }
 
 // The set's reasons for an endpoint condition.
@@ -143,7 +154,8 @@ absl::Status ReplicaSync::TakeCounts(Stream& s, const CountReport& r,
   a.applied_seq = r.seq;
   ++counts_applied_;
   down->applied_seq = r.seq;
-  apply->counts = r.endpoints;
+  apply->agent = s.agent;
+  apply->report = r;
   return absl::OkStatus();
 }
 
@@ -205,15 +217,17 @@ absl::StatusOr<Down> ReplicaSync::Receive(uint64_t stream, const Up& up) {
 }
 
 void ReplicaSync::ApplyCounts(const Apply& apply) {
+  if (!apply.report.has_value()) return;
+  if (counts_observer_) counts_observer_(apply.agent, *apply.report);
   std::vector<engine::LateCounts> buckets;
-  for (const EndpointCounts& e : apply.counts) {
+  for (const EndpointCounts& e : apply.report->endpoints) {
     buckets.clear();
     for (const CountBucket& b : e.buckets) {
       engine::LateCounts c{b.start, b.first_attempts, b.successes,
                            b.last_success};
       // Planted: a late success ends the run whenever it happened.
       if (Planted().late_counts_ignore_order && b.successes > 0) {
-        c.last_success = absl::InfiniteFuture();
+        c.last_success = engine_->clock()->Now();
       }
       buckets.push_back(c);
     }
@@ -240,7 +254,9 @@ Down ReplicaSync::Resync(uint64_t stream) {
 void ReplicaSync::EnterLocked(const EntryKey& key, Why why, absl::Time until,
                               absl::Time now) {
   if (Planted().entry_added_late && why != Why::kStandingIn) {
-    late_entries_.emplace_back(key, why);  // the hole: added at next Tick
+    // The hole: the set is rebuilt from the engine's table every
+    // kLateEntryScan, not kept as conditions change.
+    late_entries_.push_back({key, why, now});
   } else {
     set_.Enter(key, why, until, now);
   }
@@ -287,8 +303,17 @@ void ReplicaSync::OnPause(const engine::Pause& p, bool removed) {
 
 void ReplicaSync::OnConfig(engine::EngineConfig config) {
   const absl::Duration bound = SendBound(MaxJitter(config));
+  const absl::Duration probe = MaxProbeTimeout(config);
   absl::MutexLock l(&mu_);
   send_bound_ = std::max(send_bound_, bound);
+  // A probe admitted just before the last state save may be in flight
+  // this long: no lease before it is done (a restart), and a stand-in
+  // lasts past its last probe.
+  if (!Planted().no_restart_hold) {
+    grant_from_ = std::max(grant_from_, start_ + Stretch(probe));
+  }
+  set_.set_stand_in_idle(std::max(options_.stand_in_idle,
+                                  Stretch(probe) + options_.ttl));
   set_.SetConfig(std::make_shared<const engine::EngineConfig>(std::move(config)));
   first_pending_ = std::min(first_pending_, Now());
 }
@@ -381,12 +406,17 @@ std::optional<Down> ReplicaSync::Tick() {
   std::vector<std::string> refresh;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& [key, why] : late_entries_) {
-      set_.Enter(key, why, absl::InfinitePast(), now);
-    }
-    late_entries_.clear();
     if (now >= last_refresh_ + kRefreshInterval) {
       last_refresh_ = now;
+      std::vector<LateEntry> later;
+      for (const LateEntry& e : late_entries_) {
+        if (now - e.at < kLateEntryScan) {
+          later.push_back(e);
+        } else {
+          set_.Enter(e.key, e.why, absl::InfinitePast(), now);
+        }
+      }
+      late_entries_.swap(later);
       set_.ForEach([&](const NotClearSet::Entry& e) {
         if (e.entry.key.scope == Scope::kEndpoint) {
           refresh.push_back(e.entry.key.target);
@@ -394,7 +424,9 @@ std::optional<Down> ReplicaSync::Tick() {
       });
     }
   }
-  // Time-driven changes come back through OnConditionChange.
+  // Time-driven changes come back through OnConditionChange (in key order:
+  // a run is the same whatever the hash table's order).
+  std::sort(refresh.begin(), refresh.end());
   for (const std::string& key : refresh) engine_->RefreshCondition(key);
   std::optional<Down> down;
   {

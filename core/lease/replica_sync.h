@@ -19,9 +19,11 @@
 //     if its agent names the same members as this replica.
 //   * Receive(up): every message up asks for a renewal of its stream's
 //     lease: ttl from when the agent sent it. It is granted unless the
-//     replica is in its first ttl after start (leases an earlier
-//     incarnation granted may be live), or the agent's copy of the set
-//     lacks a version that every other lease already holds (safe_floor).
+//     replica is in its learning period after start (one ttl, and at least
+//     the longest probe_timeout: a probe the previous incarnation admitted
+//     after its last state save may still be in flight), or the agent's
+//     copy of the set lacks a version that every other lease already
+//     holds (safe_floor).
 //   * ProbeHeld(key): a half-open probe on `key` waits until every lease
 //     that could still admit locally on it has stopped: acknowledged the
 //     entry that took `key` out of clear, or ended; then SendBound of the
@@ -139,6 +141,13 @@ class ReplicaSync : public engine::ConditionSink {
   void OnStandIn(absl::string_view owner);
   bool ProbeHeld(absl::string_view key);
 
+  // Told of every count report applied (before the engine learns it),
+  // outside this object's lock: metrics, and the simulator's checks. Set
+  // before streams open.
+  using CountsObserver = std::function<void(
+      const AgentKey& agent, const CountReport& report)>;
+  void set_counts_observer(CountsObserver o) { counts_observer_ = std::move(o); }
+
   Stats stats() const;
   absl::Duration ttl() const { return options_.ttl; }
   uint64_t incarnation() const { return options_.incarnation; }
@@ -158,7 +167,8 @@ class ReplicaSync : public engine::ConditionSink {
   };
   // What Receive must apply to the engine once it let go of its lock.
   struct Apply {
-    std::vector<EndpointCounts> counts;
+    AgentKey agent;
+    std::optional<CountReport> report;
   };
 
   absl::Status CheckHello(const Hello& h) const;
@@ -190,7 +200,7 @@ class ReplicaSync : public engine::ConditionSink {
   engine::Engine* const engine_;
   const engine::Clock* const mono_;
   const absl::Time start_;
-  const absl::Time grant_from_;  // no lease before
+  CountsObserver counts_observer_;
 
   mutable absl::Mutex mu_;
   NotClearSet set_ ABSL_GUARDED_BY(mu_);
@@ -202,11 +212,20 @@ class ReplicaSync : public engine::ConditionSink {
   uint64_t safe_floor_ ABSL_GUARDED_BY(mu_) = 0;
   // SendBound of the largest initial jitter any configuration had.
   absl::Duration send_bound_ ABSL_GUARDED_BY(mu_);
+  // No lease before: one ttl after start, and past the longest probe
+  // timeout (a probe the last incarnation admitted may be in flight).
+  absl::Time grant_from_ ABSL_GUARDED_BY(mu_);
   absl::Time last_refresh_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time first_pending_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  // Planted "check then act": entries waiting for the next Tick.
-  std::vector<std::pair<EntryKey, Why>> late_entries_ ABSL_GUARDED_BY(mu_);
+  // Planted "check then act": entries waiting for the next scan.
+  static constexpr absl::Duration kLateEntryScan = absl::Seconds(2);
+  struct LateEntry {
+    EntryKey key;
+    Why why;
+    absl::Time at;
+  };
+  std::vector<LateEntry> late_entries_ ABSL_GUARDED_BY(mu_);
   int64_t counts_applied_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t counts_lost_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -150,6 +150,25 @@ TEST_F(LeaseTermsTest, LateSuccessesAfterTheFailuresBreakTheRun) {
   EXPECT_GE(engine_->LeaseTermsFor(kEp).served_per_second, 50);
 }
 
+TEST_F(LeaseTermsTest, LateSuccessesFromBeforeTheFailuresDoNotUndoThem) {
+  // Successes answered under a lease at t=0 ...
+  const absl::Time answered = clock_.Now();
+  clock_.Advance(absl::Milliseconds(100));
+  // ... then two failures reported centrally at t=100 ms ...
+  Report(1, Outcome::kRetryableFailure);
+  Report(1, Outcome::kRetryableFailure);
+  // ... and only then do the successes' counts arrive (t=400 ms).
+  clock_.Advance(absl::Milliseconds(300));
+  engine_->ApplyLateCounts(kEp, {LateCounts{answered, 0, 50}});
+  EXPECT_EQ(engine_->Inspect(kEp)->consecutive_failures, 2)
+      << "the run of failures came after those successes";
+  EXPECT_FALSE(Clear());
+  // Two more failures trip the breaker (4 in a row).
+  Report(1, Outcome::kRetryableFailure);
+  Report(1, Outcome::kRetryableFailure);
+  EXPECT_EQ(Breaker(), BreakerState::kOpen);
+}
+
 TEST_F(LeaseTermsTest, OnlyAProbesSuccessClosesAHalfOpenBreaker) {
   // A first attempt admitted before the trip carries a plain token.
   const Decision before = Admit(1);

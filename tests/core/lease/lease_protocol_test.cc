@@ -34,6 +34,8 @@ class LeaseProtocolTest : public ::testing::Test {
     config_.default_policy.breaker.half_open_probes = 1;
     config_.default_policy.breaker.close_after_successes = 1;
     config_.default_policy.backoff.initial_jitter = absl::Milliseconds(200);
+    // Shorter than the ttl: the learning period after a start is one ttl.
+    config_.default_policy.breaker.probe_timeout = absl::Seconds(1);
     engine_ = std::make_unique<engine::Engine>(config_, &wall_, &random_);
     StartReplica(1);
   }
