@@ -95,10 +95,11 @@ ABSL_FLAG(std::string, authz_policy_file, "",
           "gRFC A43 authorization policy (JSON); needs mutual TLS");
 ABSL_FLAG(absl::Duration, authz_poll_interval, absl::Seconds(1),
           "how often the authorization policy file is checked for changes");
-ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(5),
-          "how long a lease granted to a stagger-agent lasts unless renewed "
-          "or revoked; 0: grant none (agents ask this coordinator for "
-          "everything); else 1s..10m");
+ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(2),
+          "how long the lease of a stagger-agent's stream lasts unless "
+          "renewed (every message up renews it); also how long a half-open "
+          "probe may wait for an agent that stopped answering; 0: grant "
+          "none (agents ask this coordinator for everything); else 1s..10m");
 ABSL_FLAG(int64_t, max_waiting_calls, 100000,
           "waiting Admits (AdmitRequest.wait) held at once; beyond it a "
           "waiting Admit is answered at once; 0: no waiting admission");
@@ -280,7 +281,6 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
                 reloader.status());
   }
   daemon::EvictionLoop eviction(&engine);
-  eviction.set_each_round([&services] { services.EachRound(); });
   eviction.Start();
   LogReady(address, *servers, **port_security, **metrics);
 

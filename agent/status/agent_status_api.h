@@ -1,24 +1,28 @@
 // AgentStatusApi: the JSON endpoints of stagger-agent's status page,
 // read-only. What it reports comes from a LeaseSource (the agent's
-// CoordinatorClient::lease_status: each replica's lease book read under its
-// own lock, one pass (two past the first page), never calling anyone) and
+// CoordinatorClient::lease_status: each replica's lease stream read under
+// its own lock, one pass over its copy of the set, never calling anyone) and
 // a DecisionTally (atomic counters and a DecisionRing); nothing here
 // touches the decision path's state or holds a lock a decision waits on
 // for longer than such a pass.
 //
-//   GET /api/agent      ?page_size=1..kMaxPageSize&after=ENDPOINT
+//   GET /api/agent      ?page_size=1..kMaxPageSize&after=TARGET
 //     {"now", "agent_id", "coordinator" (--coordinator), "fallback"
 //      ("fail_open"|"fail_closed"), "leases_on", "coordinator_up" (some
 //      replica takes calls),
 //      "replicas": [{"name", "target", "up", "serving", "stream"
 //        ("UP"|"DOWN"|"OFF"), "incarnation" (decimal string: 64 bits),
-//        "leases_held", "flushes", "reconnects"}],
-//      "flushes", "reconnects" (over the replicas),
+//        "leased", "lease_left_ms", "in_sync", "set_version" (decimal
+//        string), "not_clear" (entries of its set), "refusal", "flushes",
+//        "reconnects", "held_calls"}],
+//      "flushes", "reconnects", "held_calls" (over the replicas),
+//      "waiting_calls", "waiting_overflows",
 //      "decisions": {"lease"|"coordinator"|"fallback": {"PROCEED", "DEFER",
 //        "GIVE_UP", "DONE"}} since start,
-//      "leases": [{"endpoint", "replica", "epoch" (decimal string),
-//        "expires", "allowance", "left"}] in endpoint order, after `after`,
-//      "page_size", "after", "leases_matched" (live leases after `after`),
+//      "not_clear": [{"target", "scope" ("endpoint"|"prefix"|"member"),
+//        "why", "replica", "until" (or null)}] in target order, after
+//        `after`: what the coordinators decide, not this agent,
+//      "page_size", "after", "not_clear_matched" (entries after `after`),
 //      "left_out" (matched, not on this page), "next_after" (the `after`
 //      of the next page; "" when none)}
 //   GET /api/decisions  DecisionsJson (core/status/json.h) of the tally's
@@ -60,7 +64,7 @@ struct AgentInfo {
   std::function<WaitingCounts()> waiting;
 };
 
-// The replicas and up to `max` leases after `after`:
+// The replicas and up to `max` not-clear entries after `after`:
 // CoordinatorClient::lease_status in the agent, a fake in tests.
 using LeaseSource =
     std::function<client::LeaseStatus(absl::string_view after, size_t max)>;

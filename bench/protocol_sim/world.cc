@@ -550,11 +550,14 @@ engine::ReportInput World::ReportIn(const Delivery& d, bool ok) const {
 
 lease::AgentLink* World::LocalLink(int a, int key) {
   Agent& ag = *agents_[a];
-  std::vector<lease::AgentLink*> links;
+  std::vector<const lease::LinkView*> links;
   for (auto& l : ag.links) links.push_back(l.get());
-  return lease::LinkForLocalAnswer(links, members_,
-                                   rendezvous_->Owner(keys_[key]), keys_[key],
-                                   ag.mono.Now());
+  const size_t owner = rendezvous_->Owner(keys_[key]);
+  if (!lease::MayAnswerLocally(links, members_, owner, keys_[key],
+                               ag.mono.Now())) {
+    return nullptr;
+  }
+  return ag.links[owner].get();
 }
 
 int World::RouteFor(int a, int key) const {

@@ -27,6 +27,12 @@ Up AgentLink::NewUp(absl::Time now) {
   return u;
 }
 
+bool AgentLink::SetMembers(std::vector<std::string> members) {
+  if (members == options_.members) return false;
+  options_.members = std::move(members);
+  return true;
+}
+
 std::vector<Up> AgentLink::OnOpen(absl::Time now) {
   connected_ = true;
   number_ = 0;
@@ -260,6 +266,30 @@ std::optional<engine::Decision> AgentLink::Report(
   return d;
 }
 
+AgentLink::EntryPage AgentLink::ListEntries(absl::string_view after,
+                                            size_t max) const {
+  EntryPage page;
+  std::vector<const NotClearEntry*> found;
+  const auto take = [&](const NotClearEntry& e) {
+    if (e.key.target > after) found.push_back(&e);
+  };
+  for (const auto& [k, e] : keys_) take(e);
+  for (const auto& [k, e] : prefixes_) take(e);
+  std::vector<NotClearEntry> members;
+  for (const std::string& m : members_) {
+    members.push_back({EntryKey{m, Scope::kMember}, Why::kStandingIn});
+  }
+  for (const NotClearEntry& e : members) take(e);
+  page.matched = static_cast<int64_t>(found.size());
+  const size_t n = std::min(max, found.size());
+  std::partial_sort(found.begin(), found.begin() + n, found.end(),
+                    [](const NotClearEntry* a, const NotClearEntry* b) {
+                      return a->key.target < b->key.target;
+                    });
+  for (size_t i = 0; i < n; ++i) page.entries.push_back(*found[i]);
+  return page;
+}
+
 AgentLink::Status AgentLink::status(absl::Time now) const {
   Status s;
   s.connected = connected_;
@@ -275,19 +305,18 @@ AgentLink::Status AgentLink::status(absl::Time now) const {
   return s;
 }
 
-AgentLink* LinkForLocalAnswer(absl::Span<AgentLink* const> links,
-                              absl::Span<const std::string> names,
-                              size_t owner, absl::string_view key,
-                              absl::Time now) {
-  if (owner >= links.size() || links[owner] == nullptr) return nullptr;
-  if (!links[owner]->LocalOk(key, now)) return nullptr;
+bool MayAnswerLocally(absl::Span<const LinkView* const> links,
+                      absl::Span<const std::string> names, size_t owner,
+                      absl::string_view key, absl::Time now) {
+  if (owner >= links.size() || links[owner] == nullptr) return false;
+  if (!links[owner]->LocalOk(key, now)) return false;
   for (size_t i = 0; i < links.size(); ++i) {
     if (i != owner && links[i] != nullptr &&
         links[i]->StandsInFor(names[owner])) {
-      return nullptr;
+      return false;
     }
   }
-  return links[owner];
+  return true;
 }
 
 }  // namespace stagger::lease

@@ -58,7 +58,19 @@
 
 namespace stagger::lease {
 
-class AgentLink {
+// What the rule for local answers (PickLocalLink) reads of one link.
+class LinkView {
+ public:
+  // Whether a key of this link's replica may be answered here now.
+  virtual bool LocalOk(absl::string_view key, absl::Time now) const = 0;
+  // Whether this link's copy says its replica decides `member`'s keys.
+  virtual bool StandsInFor(absl::string_view member) const = 0;
+
+ protected:
+  ~LinkView() = default;
+};
+
+class AgentLink final : public LinkView {
  public:
   static constexpr absl::Duration kNudge = absl::Milliseconds(5);
   // Renewals remembered by message number, awaiting their answer.
@@ -88,6 +100,8 @@ class AgentLink {
 
   explicit AgentLink(Options options);
 
+  // The members the next hello names; true if they changed.
+  bool SetMembers(std::vector<std::string> members);
   std::vector<Up> OnOpen(absl::Time now);
   void OnDown(const Down& down, absl::Time now);
   void OnBroken();
@@ -101,16 +115,21 @@ class AgentLink {
                                         absl::Time now, absl::BitGenRef rng);
   std::optional<engine::Decision> Report(const engine::ReportInput& in,
                                          absl::Time now);
-  // Whether a key of this replica may be answered here now.
-  bool LocalOk(absl::string_view key, absl::Time now) const;
-  // Whether the copy says this replica decides `member`'s keys now.
-  bool StandsInFor(absl::string_view member) const;
+  bool LocalOk(absl::string_view key, absl::Time now) const override;
+  bool StandsInFor(absl::string_view member) const override;
   // The copy's entry covering `key` (for a fallback that keeps to the
   // set), if any.
   std::optional<NotClearEntry> Covering(absl::string_view key) const;
 
   Status status(absl::Time now) const;
   bool connected() const { return connected_; }
+  // The copy's entries with targets after `after` (in target order), at
+  // most `max`, and how many there are after `after` in all.
+  struct EntryPage {
+    std::vector<NotClearEntry> entries;
+    int64_t matched = 0;
+  };
+  EntryPage ListEntries(absl::string_view after, size_t max) const;
 
  private:
   Up NewUp(absl::Time now);
@@ -126,7 +145,7 @@ class AgentLink {
   // down was sent before it arrived).
   absl::Time ReplicaTime(absl::Time now) const;
 
-  const Options options_;
+  Options options_;
   bool connected_ = false;
   uint64_t number_ = 0;  // the last message number sent on this stream
   std::deque<std::pair<uint64_t, absl::Time>> sent_;  // number, when
@@ -153,16 +172,16 @@ class AgentLink {
   CountBook counts_;
 };
 
-// Which of an agent's links may answer `key` locally now: the link to the
-// key's owner (index `owner` of `links`, the members in rendezvous order's
-// names), if it may (LocalOk), and no other replica's set says it stands in
-// for that owner (an agent that cannot reach the owner sends its keys there:
-// they are decided centrally). Null: ask the coordinator. A key is never
-// answered under the lease of a replica that does not own it.
-AgentLink* LinkForLocalAnswer(absl::Span<AgentLink* const> links,
-                              absl::Span<const std::string> names,
-                              size_t owner, absl::string_view key,
-                              absl::Time now);
+// Whether an agent may answer `key` locally now, under the lease of its
+// owner (`owner`: an index into `links` and `names`, the members): the
+// owner's link may (LocalOk), and no other replica's set says it stands in
+// for that owner (an agent that cannot reach the owner sends its keys
+// there, where they are decided centrally). A key is never answered under
+// the lease of a replica that does not own it. Null links are members
+// without a stream.
+bool MayAnswerLocally(absl::Span<const LinkView* const> links,
+                      absl::Span<const std::string> names, size_t owner,
+                      absl::string_view key, absl::Time now);
 
 }  // namespace stagger::lease
 

@@ -37,6 +37,9 @@ inline constexpr size_t kMaxItemsPerMessage = 10000;
 inline constexpr size_t kMaxBucketsPerEndpoint = 64;
 inline constexpr size_t kMaxAgentIdBytes = 256;
 inline constexpr size_t kMaxMembers = 1000;
+// Entries of one snapshot or delta: every endpoint a replica may track,
+// plus the pauses and members.
+inline constexpr size_t kMaxSetEntries = 10000000;
 
 // Why a key (or a prefix, or a member's keys) is not clear.
 enum class Why : uint8_t {

@@ -161,9 +161,13 @@ absl::Status ReplicaSync::TakeCounts(Stream& s, const CountReport& r,
 
 void ReplicaSync::Renew(Stream& s, uint64_t number, absl::Time now,
                         Down* down) {
-  if (number == 0 || !s.members_match || now < grant_from_) return;
+  if (!options_.grant || number == 0 || !s.members_match ||
+      now < grant_from_) {
+    return;
+  }
   if (s.acks.latest() < safe_floor_) return;  // its copy lacks what all hold
   s.expires = now + options_.ttl;
+  ++renewals_;
   down->renewed = number;
   down->ttl = options_.ttl;
   down->version = set_.pushed_version();
@@ -260,7 +264,7 @@ void ReplicaSync::EnterLocked(const EntryKey& key, Why why, absl::Time until,
   } else {
     set_.Enter(key, why, until, now);
   }
-  first_pending_ = std::min(first_pending_, now);
+  Pending(now);
 }
 
 void ReplicaSync::OnConditionChange(const engine::ConditionChange& c) {
@@ -283,7 +287,7 @@ void ReplicaSync::OnConditionChange(const engine::ConditionChange& c) {
     NotClearSet::Entry* e = set_.Find(key);
     if (e != nullptr && e->reasons == 0) set_.Forget(key);  // unless paused
   }
-  first_pending_ = std::min(first_pending_, now);
+  Pending(now);
 }
 
 void ReplicaSync::OnPause(const engine::Pause& p, bool removed) {
@@ -298,7 +302,7 @@ void ReplicaSync::OnPause(const engine::Pause& p, bool removed) {
     set_.Enter(key, Why::kPaused, until, now);
     if (auto* e = set_.Find(key)) e->entry.until = p.until;
   }
-  first_pending_ = std::min(first_pending_, now);
+  Pending(now);
 }
 
 void ReplicaSync::OnConfig(engine::EngineConfig config) {
@@ -315,7 +319,7 @@ void ReplicaSync::OnConfig(engine::EngineConfig config) {
   set_.set_stand_in_idle(std::max(options_.stand_in_idle,
                                   Stretch(probe) + options_.ttl));
   set_.SetConfig(std::make_shared<const engine::EngineConfig>(std::move(config)));
-  first_pending_ = std::min(first_pending_, Now());
+  Pending(Now());
 }
 
 void ReplicaSync::OnStandIn(absl::string_view owner) {
@@ -324,7 +328,13 @@ void ReplicaSync::OnStandIn(absl::string_view owner) {
   const EntryKey key{std::string(owner), Scope::kMember};
   const bool fresh = set_.Find(key) == nullptr;
   set_.Enter(key, Why::kStandingIn, absl::InfinitePast(), now);
-  if (fresh) first_pending_ = std::min(first_pending_, now);
+  if (fresh) Pending(now);
+}
+
+void ReplicaSync::Pending(absl::Time at) {
+  const bool first = first_pending_ == absl::InfiniteFuture();
+  first_pending_ = std::min(first_pending_, at);
+  if (first && on_pending_) on_pending_();
 }
 
 absl::Time ReplicaSync::SafeAt(uint64_t version, absl::Time now) const {
@@ -467,6 +477,7 @@ ReplicaSync::Stats ReplicaSync::stats() const {
   st.version = set_.version();
   st.counts_applied = counts_applied_;
   st.counts_lost = counts_lost_;
+  st.renewals = renewals_;
   return st;
 }
 

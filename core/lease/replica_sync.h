@@ -83,6 +83,7 @@ class ReplicaSync : public engine::ConditionSink {
 
   struct Options {
     absl::Duration ttl = absl::Seconds(2);       // > 0
+    bool grant = true;  // false: no lease ever (every agent asks centrally)
     absl::Duration clear_hold = absl::Seconds(5);
     absl::Duration stand_in_idle = absl::Seconds(30);
     uint64_t incarnation = 0;  // != 0, new at every start
@@ -100,6 +101,7 @@ class ReplicaSync : public engine::ConditionSink {
     uint64_t version = 0;
     int64_t counts_applied = 0;  // reports, since start
     int64_t counts_lost = 0;     // reports agents declared lost
+    int64_t renewals = 0;        // stream leases renewed, since start
   };
 
   // `engine` must outlive this object; `mono` is this replica's monotonic
@@ -140,6 +142,11 @@ class ReplicaSync : public engine::ConditionSink {
   // reach it). Call before the decision.
   void OnStandIn(absl::string_view owner);
   bool ProbeHeld(absl::string_view key);
+
+  // Told when a change is first pending since the last Tick (a pusher
+  // sleeping toward a later NextTick should wake). Runs under this
+  // object's lock: only set a flag or signal a leaf lock. Set before use.
+  void set_on_pending(std::function<void()> fn) { on_pending_ = std::move(fn); }
 
   // Told of every count report applied (before the engine learns it),
   // outside this object's lock: metrics, and the simulator's checks. Set
@@ -201,6 +208,9 @@ class ReplicaSync : public engine::ConditionSink {
   const engine::Clock* const mono_;
   const absl::Time start_;
   CountsObserver counts_observer_;
+  std::function<void()> on_pending_;
+  // A change is pending since `at` (wakes the pusher on the first one).
+  void Pending(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   NotClearSet set_ ABSL_GUARDED_BY(mu_);
@@ -228,6 +238,7 @@ class ReplicaSync : public engine::ConditionSink {
   std::vector<LateEntry> late_entries_ ABSL_GUARDED_BY(mu_);
   int64_t counts_applied_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t counts_lost_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t renewals_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stagger::lease

@@ -144,7 +144,7 @@ enum class MetricId : uint8_t {
   kMisroutedRequests,
   kSyncMessages,
   kLeaseGrants,
-  kLeaseRevocations,
+  kNotClearEntries,
   kLeases,
   kWaitingCalls,
   kWaitingOverflows,
@@ -235,15 +235,15 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      "cost per delivery."},
     {MetricId::kLeaseGrants, "stagger_lease_grants_total",
      MetricType::kCounter, Registrar::kServerMetrics, 0, {},
-     "Leases granted or renewed to agents on clear endpoints."},
-    {MetricId::kLeaseRevocations, "stagger_lease_revocations_total",
-     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
-     "Revokes pushed to lease holders when their endpoint left clear (or an "
-     "operator or a reload changed it)."},
+     "Stream leases renewed for agents (every message up asks for one)."},
+    {MetricId::kNotClearEntries, "stagger_not_clear_entries",
+     MetricType::kGauge, Registrar::kServerMetrics, 0, {},
+     "Entries of this replica's not-clear set, which agents decide centrally: "
+     "endpoints, prefix pauses, members stood in for (updated every second)."},
     {MetricId::kLeases, "stagger_leases", MetricType::kGauge,
      Registrar::kServerMetrics, 0, {},
-     "Leases this replica has granted that may still be live (updated every "
-     "eviction round)."},
+     "Agent streams holding a live lease from this replica (updated every "
+     "second)."},
     {MetricId::kWaitingCalls, "stagger_waiting_calls", MetricType::kGauge,
      Registrar::kServerMetrics, 0, {},
      "Waiting Admits (AdmitRequest.wait) held now, answered when the endpoint "

@@ -119,8 +119,8 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
         CatalogLabels(MetricId::kSyncMessages, {kDirectionLabels[d]}));
   }
   lease_grants_ = &RegisterFamily<MetricId::kLeaseGrants>(registry).Add({});
-  lease_revocations_ =
-      &RegisterFamily<MetricId::kLeaseRevocations>(registry).Add({});
+  not_clear_entries_ =
+      &RegisterFamily<MetricId::kNotClearEntries>(registry).Add({});
   leases_ = &RegisterFamily<MetricId::kLeases>(registry).Add({});
   waiting_ = &RegisterFamily<MetricId::kWaitingCalls>(registry).Add({});
   waiting_overflows_ =
@@ -239,12 +239,13 @@ void ServerMetrics::RecordSyncMessage(bool in) {
   sync_messages_[in ? 0 : 1]->Increment();
 }
 
-void ServerMetrics::RecordLeaseGrants(int n) {
-  if (n > 0) lease_grants_->Increment(n);
+void ServerMetrics::SetLeaseRenewals(int64_t total) {
+  const int64_t before = renewals_seen_.exchange(total);
+  if (total > before) lease_grants_->Increment(static_cast<double>(total - before));
 }
 
-void ServerMetrics::RecordLeaseRevocations(int n) {
-  if (n > 0) lease_revocations_->Increment(n);
+void ServerMetrics::SetNotClearEntries(int64_t n) {
+  not_clear_entries_->Set(static_cast<double>(n));
 }
 
 void ServerMetrics::SetLeases(int64_t n) { leases_->Set(static_cast<double>(n)); }

@@ -150,10 +150,11 @@ class ServerMetrics {
   // stagger_sync_messages_total{direction}: one message on an agent's lease
   // stream, received (`in`) or sent.
   void RecordSyncMessage(bool in);
-  // stagger_lease_grants_total, stagger_lease_revocations_total: `n` more.
-  void RecordLeaseGrants(int n);
-  void RecordLeaseRevocations(int n);
-  // stagger_leases: leases granted that may still be live.
+  // stagger_lease_grants_total, from the renewals granted since start.
+  void SetLeaseRenewals(int64_t total);
+  // stagger_not_clear_entries: the not-clear set's size now.
+  void SetNotClearEntries(int64_t n);
+  // stagger_leases: agent streams with a live lease now.
   void SetLeases(int64_t n);
   // stagger_waiting_calls; stagger_waiting_overflows_total.
   void SetWaitingCalls(int64_t n);
@@ -200,7 +201,8 @@ class ServerMetrics {
   prometheus::Counter* misrouted_ = nullptr;
   std::array<prometheus::Counter*, 2> sync_messages_{};  // [in, out]
   prometheus::Counter* lease_grants_ = nullptr;
-  prometheus::Counter* lease_revocations_ = nullptr;
+  prometheus::Gauge* not_clear_entries_ = nullptr;
+  std::atomic<int64_t> renewals_seen_{0};
   prometheus::Gauge* leases_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Counter* waiting_overflows_ = nullptr;

@@ -82,11 +82,10 @@ void AdminService::Audit(const std::string& who, const std::string& what,
                     reason.empty() ? "" : absl::StrCat(": \"", reason, "\"")));
 }
 
-void AdminService::Changed(const std::string& key, bool prefix, bool revoke) {
+void AdminService::Changed(const std::string& key, bool prefix) {
   const auto match = [&](absl::string_view k) {
     return prefix ? absl::StartsWith(k, key) : k == key;
   };
-  if (leases_ != nullptr && revoke) leases_->RevokeIf(match);
   if (waits_ != nullptr) waits_->WakeIf(match);
 }
 
@@ -126,8 +125,7 @@ grpc::Status AdminService::DoResume(const v1::ResumeRequest& req,
       prefix ? req.target().prefix() : req.target().endpoint(), prefix,
       clock_->Now());
   if (!p.ok()) return ToGrpcStatus(p.status());
-  Changed(prefix ? req.target().prefix() : req.target().endpoint(), prefix,
-          /*revoke=*/false);
+  Changed(prefix ? req.target().prefix() : req.target().endpoint(), prefix);
   ToProto(*p, resp->mutable_resumed());
   if (metrics_) metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kResume);
   Audit(who, absl::StrCat("resumed ", Describe(*p)), "");

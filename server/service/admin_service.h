@@ -24,7 +24,6 @@
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "server/security/security_metrics.h"
-#include "server/service/lease_hub.h"
 #include "server/service/wait_room.h"
 #include "stagger/v1/admin.grpc.pb.h"
 
@@ -35,9 +34,6 @@ class AdminService final : public v1::Admin::CallbackService {
   using LogFn = std::function<void(const std::string&)>;
   AdminService(engine::Engine* engine, security::SecurityMetrics* metrics,
                const engine::Clock* clock, LogFn log);
-  // Leases (null: none): a pause, a reset or a forced breaker revokes the
-  // leases of the endpoints it touches. Set before the server starts.
-  void set_lease_hub(LeaseHub* hub) { leases_ = hub; }
   // Waiting admission: the same actions (and a resume) let the waiting
   // calls of what they touched be looked at again. Set before the server
   // starts.
@@ -77,11 +73,11 @@ class AdminService final : public v1::Admin::CallbackService {
 
   engine::Engine* engine_;
   security::SecurityMetrics* metrics_;
-  LeaseHub* leases_ = nullptr;
   WaitRoom* waits_ = nullptr;
-  // `key`, or every key starting with it, changed: its leases are revoked
-  // (unless `revoke` is false) and its waiting calls looked at.
-  void Changed(const std::string& key, bool prefix, bool revoke = true);
+  // `key`, or every key starting with it, changed: its waiting calls are
+  // looked at. (Agents hear of it through the lease set, which follows the
+  // engine's pauses and conditions.)
+  void Changed(const std::string& key, bool prefix);
   const engine::Clock* clock_;
   LogFn log_;
 };
