@@ -866,6 +866,32 @@ void World::OnCountsApplied(int r, const lease::AgentKey& agent,
 
 // ---------------------------------------------------------------- the run
 
+// The faults that act on every replica: a pause, a reload.
+void World::ScheduleFleetWide(const Item& item) {
+  if (item.kind == ItemKind::kPause) {
+    return At(item.at, [this, item] {
+      const bool prefix = item.key < 0;
+      const std::string target =
+          prefix ? std::string("https://k") : keys_[item.key];
+      for (auto& rep : replicas_) {
+        if (!rep->alive) continue;
+        (void)rep->engine->pauses().Set(target, prefix, item.length,
+                                        "planned", "sim", rep->wall.Now());
+      }
+    });
+  }
+  At(item.at, [this] {
+    ++config_version_;
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      Replica& rep = *replicas_[r];
+      if (!rep.alive) continue;
+      rep.engine->SetConfig(Config(config_version_));
+      rep.sync->OnConfig(Config(config_version_));
+      ScheduleTick(static_cast<int>(r));
+    }
+  });
+}
+
 void World::Schedule(const Item& item) {
   switch (item.kind) {
     case ItemKind::kDelivery:
@@ -901,27 +927,8 @@ void World::Schedule(const Item& item) {
         c.step += item.extra;
       });
     case ItemKind::kPause:
-      return At(item.at, [this, item] {
-        const bool prefix = item.key < 0;
-        const std::string target =
-            prefix ? std::string("https://k") : keys_[item.key];
-        for (auto& rep : replicas_) {
-          if (!rep->alive) continue;
-          (void)rep->engine->pauses().Set(target, prefix, item.length,
-                                          "planned", "sim", rep->wall.Now());
-        }
-      });
     case ItemKind::kReload:
-      return At(item.at, [this] {
-        ++config_version_;
-        for (size_t r = 0; r < replicas_.size(); ++r) {
-          Replica& rep = *replicas_[r];
-          if (!rep.alive) continue;
-          rep.engine->SetConfig(Config(config_version_));
-          rep.sync->OnConfig(Config(config_version_));
-          ScheduleTick(static_cast<int>(r));
-        }
-      });
+      return ScheduleFleetWide(item);
     case ItemKind::kDuplicate:
       return At(item.at, [this, item] {
         link(item.agent, item.replica).dup_extra = item.extra;

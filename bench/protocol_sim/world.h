@@ -101,6 +101,7 @@ class World {
 
   // Setup and the plan's items.
   void Schedule(const Item& item);
+  void ScheduleFleetWide(const Item& item);
   void StartReplica(int r);
   void StartAgent(int a);
   engine::EngineConfig Config(int version) const;

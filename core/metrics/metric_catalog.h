@@ -333,15 +333,15 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      "coordinator's lease: first attempts (PROCEED) and successes (DONE)."},
     {MetricId::kClientLeases, "stagger_client_leases", MetricType::kGauge,
      Registrar::kClientMetrics, 0, {},
-     "Leases the Stagger client (or stagger-agent) holds now, over all "
-     "coordinator replicas (updated every second)."},
+     "Coordinator replicas whose stream lease the Stagger client (or "
+     "stagger-agent) holds now (updated every second)."},
     {MetricId::kClientSyncStreamsUp, "stagger_client_sync_streams_up",
      MetricType::kGauge, Registrar::kClientMetrics, 0, {},
      "Coordinator replicas the Stagger client's lease stream is connected "
      "to now (updated every second)."},
     {MetricId::kClientSyncFlushes, "stagger_client_sync_flushes_total",
      MetricType::kCounter, Registrar::kClientMetrics, 0, {},
-     "Messages sent on the lease streams (counts, lease asks and "
+     "Messages sent on the lease streams (renewals with counts and "
      "acknowledgements), over all replicas."},
     {MetricId::kClientSyncReconnects, "stagger_client_sync_reconnects_total",
      MetricType::kCounter, Registrar::kClientMetrics, 0, {},

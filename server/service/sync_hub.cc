@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "core/wire/sync_wire.h"
 
 namespace stagger::service {
@@ -19,10 +20,11 @@ grpc::ByteBuffer Serialize(const v1::SyncDown& down) {
 }  // namespace
 
 SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
-                 metrics::ServerMetrics* metrics)
+                 metrics::ServerMetrics* metrics, const engine::Clock* mono)
     : metrics_(metrics),
-      sync_(std::make_unique<lease::ReplicaSync>(
-          std::move(options), engine, engine::MonotonicClock::Instance())) {
+      mono_(mono),
+      sync_(std::make_unique<lease::ReplicaSync>(std::move(options), engine,
+                                                 mono)) {
   sync_->AttachToEngine();
   sync_->set_on_pending([this] {
     absl::MutexLock l(&wake_mu_);
@@ -96,7 +98,7 @@ void SyncHub::Publish(const lease::ReplicaSync::Stats& s) {
 }
 
 void SyncHub::Run() {
-  const engine::Clock* mono = engine::MonotonicClock::Instance();
+  const engine::Clock* mono = mono_;
   absl::Time next_stats = absl::InfinitePast();
   while (true) {
     const absl::Duration wait =
@@ -110,7 +112,12 @@ void SyncHub::Run() {
       if (stopping_) return;
       woken_ = false;
     }
-    if (sync_->NextTick() > mono->Now()) continue;  // woken early: wait more
+    // Woken early: wait more (a fake clock in tests moves only when told;
+    // look again every millisecond meanwhile).
+    if (sync_->NextTick() > mono->Now()) {
+      absl::SleepFor(absl::Milliseconds(1));
+      continue;
+    }
     {
       absl::MutexLock l(&mu_);
       // Under the lock: a stream opening now gets a snapshot either before

@@ -56,11 +56,13 @@ class SyncPeer {
 
 class SyncHub {
  public:
-  // `engine` and `metrics` (null: none) must outlive the hub. Starts the
-  // pusher thread; ReplicaSync is attached to the engine (its condition
-  // sink, probe hold and pause listener).
+  // `engine`, `metrics` (null: none) and `mono` (the lease's monotonic
+  // clock; tests pass a fake one) must outlive the hub. Starts the pusher
+  // thread; ReplicaSync is attached to the engine (its condition sink,
+  // probe hold and pause listener).
   SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
-          metrics::ServerMetrics* metrics);
+          metrics::ServerMetrics* metrics,
+          const engine::Clock* mono = engine::MonotonicClock::Instance());
   ~SyncHub();  // Shutdown(), then the thread stops
 
   // Unavailable after Shutdown, or the protocol's error (the stream ends
@@ -80,6 +82,7 @@ class SyncHub {
   void Publish(const lease::ReplicaSync::Stats& s);
 
   metrics::ServerMetrics* const metrics_;
+  const engine::Clock* const mono_;
   std::unique_ptr<lease::ReplicaSync> sync_;
   // The pusher sleeps on this leaf lock; a change's first notice wakes it.
   absl::Mutex wake_mu_;

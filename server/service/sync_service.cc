@@ -29,9 +29,13 @@ class SyncStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public SyncPeer {
  public:
-  SyncStream(SyncHub* hub, const SyncService::Counter* count,
+  SyncStream(grpc::CallbackServerContext* ctx, SyncHub* hub,
+             const SyncService::Counter* count, size_t max_backlog_bytes,
              const SyncService::HeldCallsFactory& held_calls)
-      : hub_(hub), count_(count) {
+      : ctx_(ctx),
+        hub_(hub),
+        count_(count),
+        max_backlog_bytes_(max_backlog_bytes) {
     if (held_calls) {
       held_ = held_calls(
           [this](v1::HeldAnswer a) { EnqueueAnswer(std::move(a)); });
@@ -83,7 +87,7 @@ class SyncStream final
     {
       absl::MutexLock l(&mu_);
       if (finishing_) return;
-      if (queued_bytes_ + shared.Length() > SyncService::kMaxBacklogBytes) {
+      if (queued_bytes_ + shared.Length() > max_backlog_bytes_) {
         if (!FellBehind()) return;
       } else {
         queue_.push_back({shared, /*shared=*/true});
@@ -124,8 +128,11 @@ class SyncStream final
       EndLocked(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("the agent reads too slowly: more than ",
-                       SyncService::kMaxBacklogBytes,
+                       max_backlog_bytes_,
                        " bytes of the set's changes queued for it")));
+      // A peer that does not read would hold the stream (and its queue)
+      // forever waiting for the write before the status: cancel it.
+      ctx_->TryCancel();
       return false;
     }
     std::deque<Item> kept;
@@ -252,8 +259,10 @@ class SyncStream final
     Pump();
   }
 
+  grpc::CallbackServerContext* const ctx_;
   SyncHub* const hub_;
   const SyncService::Counter* const count_;
+  const size_t max_backlog_bytes_;
   std::shared_ptr<AgentHeldCalls> held_;  // null: no held calls here
   grpc::ByteBuffer in_;  // the read in progress (reads are serial)
   bool opened_ = false;  // the hello came (read side)
@@ -272,12 +281,15 @@ class SyncStream final
 
 }  // namespace
 
-SyncService::SyncService(SyncHub* hub, Counter count)
-    : hub_(hub), count_(std::move(count)) {}
+SyncService::SyncService(SyncHub* hub, Counter count,
+                         size_t max_backlog_bytes)
+    : hub_(hub),
+      count_(std::move(count)),
+      max_backlog_bytes_(max_backlog_bytes) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SyncService::Sync(
     grpc::CallbackServerContext* ctx) {
-  return new SyncStream(hub_, &count_, held_calls_);
+  return new SyncStream(ctx, hub_, &count_, max_backlog_bytes_, held_calls_);
 }
 
 }  // namespace stagger::service

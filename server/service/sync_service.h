@@ -12,8 +12,9 @@
 //
 // Bounded: a stream that falls behind (more than kMaxBacklogBytes queued)
 // has its queued pushes dropped and gets a snapshot instead; one that falls
-// behind again before that snapshot went out ends with RESOURCE_EXHAUSTED.
-// Answers to held calls are never dropped.
+// behind again before that snapshot went out is cancelled (a peer that
+// does not read would never take a status). Answers to held calls are never
+// dropped.
 //
 // Held calls (SyncUp.holds, drops, returns) go to the stream's own
 // AgentHeldCalls, made by `held_calls` (null: a stream that sends holds
@@ -42,13 +43,15 @@ using RawSyncService =
 
 class SyncService final : public RawSyncService {
  public:
+  // A stream's queued pushes beyond this: it fell behind (see above).
   static constexpr size_t kMaxBacklogBytes = size_t{8} << 20;  // 8 MiB
 
   enum class Direction { kIn, kOut };
   using Counter = std::function<void(Direction)>;
   using HeldCallsFactory =
       std::function<std::shared_ptr<AgentHeldCalls>(AgentHeldCalls::Send)>;
-  SyncService(SyncHub* hub, Counter count);
+  SyncService(SyncHub* hub, Counter count,
+              size_t max_backlog_bytes = kMaxBacklogBytes);
   // Before the server starts.
   void set_held_calls(HeldCallsFactory make) { held_calls_ = std::move(make); }
 
@@ -58,6 +61,7 @@ class SyncService final : public RawSyncService {
  private:
   SyncHub* const hub_;
   const Counter count_;
+  const size_t max_backlog_bytes_;
   HeldCallsFactory held_calls_;
 };
 
