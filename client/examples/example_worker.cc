@@ -379,7 +379,7 @@ void Worker(int id, stagger::client::CoordinatorClient* client,
     stagger::client::RetryLoop loop(client, stop, options);
 
     // The attempt: POST, map the HTTP status and Retry-After for Report.
-    auto attempt = [&](int) {
+    auto attempt = [&](const stagger::client::Attempt&) {
       const HttpResponse r = endpoint->Post();
       last_status = r.status;
       stagger::client::AttemptResult result;

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < absl::GetFlag(FLAGS_deliveries); ++i) {
     const std::string ep = absl::StrCat(absl::GetFlag(FLAGS_endpoint_prefix),
                                         i % absl::GetFlag(FLAGS_endpoints));
-    stagger::client::LoopResult r = loop.Run(ep, [](int) {
+    stagger::client::LoopResult r = loop.Run(ep, [](const stagger::client::Attempt&) {
       return stagger::client::AttemptResult{stagger::engine::Outcome::kSuccess};
     });
     if (r.end == stagger::client::LoopEnd::kSucceeded) {

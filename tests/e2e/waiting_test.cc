@@ -95,7 +95,7 @@ void Deliver(CoordinatorClient& c, int n, const Canceller& cancel,
         }
       };
       RetryLoop loop(&c, &cancel, o);
-      LoopResult r = loop.Run(kEp, [&](int) {
+      LoopResult r = loop.Run(kEp, [&](const Attempt&) {
         return AttemptResult{endpoint_up() ? Outcome::kSuccess
                                            : Outcome::kRetryableFailure};
       });
