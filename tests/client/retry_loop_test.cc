@@ -422,7 +422,9 @@ TEST(RetryLoopWithClientTest, LocalFallbackDrivesTheLoopToSuccess) {
   ASSERT_GE(waiter.waits.size(), 3u);
   const size_t first_backoff = waiter.waits.size() - 3;
   ASSERT_LE(first_backoff, 1u);
-  if (first_backoff == 1) EXPECT_LT(waiter.waits[0], absl::Milliseconds(50));
+  if (first_backoff == 1) {
+    EXPECT_LT(waiter.waits[0], absl::Milliseconds(50));
+  }
   absl::Duration prev = absl::Milliseconds(200);
   for (size_t i = first_backoff; i < waiter.waits.size(); ++i) {
     EXPECT_GE(waiter.waits[i], absl::Milliseconds(200)) << i;

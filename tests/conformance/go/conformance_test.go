@@ -98,7 +98,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func secs(v interface{}) time.Duration { return time.Duration(math.Round(v.(float64) * 1e9)) }
-func rel(t time.Time) float64           { return t.Sub(t0).Seconds() }
+func rel(t time.Time) float64          { return t.Sub(t0).Seconds() }
 
 // ---- the scripted coordinator ----------------------------------------------
 
