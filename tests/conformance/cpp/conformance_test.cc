@@ -249,7 +249,7 @@ client::AttemptResult SendOne(const Struct& s, testing::FakeClock* clock) {
                 : client::OutcomeFromHttpStatus(0),
             std::nullopt};
   }
-  v1::Outcome o;
+  v1::Outcome o = v1::OUTCOME_UNSPECIFIED;
   v1::Outcome_Parse(s.fields().at("outcome").string_value(), &o);
   client::AttemptResult r{static_cast<engine::Outcome>(o), std::nullopt};
   if (const Value* ra = Get(s, "retry_after"); ra != nullptr) {

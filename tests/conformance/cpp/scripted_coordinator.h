@@ -47,8 +47,8 @@ inline void SetSeconds(double s, google::protobuf::Duration* out) {
 inline v1::Decision ToDecision(const Struct& d, int attempt) {
   const auto& f = d.fields();
   v1::Decision out;
-  v1::Verdict verdict;
-  v1::Reason reason;
+  v1::Verdict verdict = v1::VERDICT_UNSPECIFIED;
+  v1::Reason reason = v1::REASON_UNSPECIFIED;
   v1::Verdict_Parse(f.at("verdict").string_value(), &verdict);
   v1::Reason_Parse(f.at("reason").string_value(), &reason);
   out.set_verdict(verdict);
