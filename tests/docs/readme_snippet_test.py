@@ -4,7 +4,7 @@ against the client libraries, and handle every way a delivery ends.
 
   readme_snippet_test.py --src ROOT --cxx COMPILER [--python PYTHON
                          --python_gen DIR] [--tsc TSC] [--go_workspace DIR]
-                         [--self_test] DOC...
+                         [--cache_dir DIR] [--self_test] DOC...
 
 A snippet is a fenced block (```cpp, ```python, ```ts or ```go) between
 the lines
@@ -89,7 +89,8 @@ def check_python(code, args, tmp):
     env = dict(os.environ, MYPYPATH=path, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
     out = run([args.python, "-m", "mypy", "--config-file",
                os.path.join(args.src, "client", "python", "mypy.ini"),
-               "--cache-dir", os.path.join(tmp, "mypy"), module], env=env, cwd=tmp)
+               "--cache-dir", args.cache_dir or os.path.join(tmp, "mypy"), module],
+              env=env, cwd=tmp)
     return out or run([args.python, module], env=env, cwd=tmp)
 
 
@@ -200,6 +201,7 @@ def main():
     ap.add_argument("--python_gen", help="the generated modules' folder")
     ap.add_argument("--tsc")
     ap.add_argument("--go_workspace")
+    ap.add_argument("--cache_dir", help="mypy's cache, kept between runs")
     ap.add_argument("--self_test", action="store_true")
     ap.add_argument("docs", nargs="+")
     args = ap.parse_args()
