@@ -361,8 +361,14 @@ void RunScenario(ScriptedCoordinator* coordinator, const Struct& s) {
   o.local_policy = PolicyOf(s);
   auto c = client::CoordinatorClient::Create(o);
   ASSERT_TRUE(c.ok()) << c.status();
+  // The channel up, used, and seen up by the replica's watcher before the
+  // first scripted failure (a READY noticed after one would probe early).
   ASSERT_TRUE((*c)->WaitForCoordinator(absl::Seconds(10)));
-  absl::SleepFor(absl::Milliseconds(50));  // its watcher sees READY first
+  client::AdmitRequest warm_up;
+  warm_up.endpoint = ScriptedCoordinator::kWarmUp;
+  warm_up.attempt = 1;
+  ASSERT_TRUE((*c)->Admit(warm_up).ok());
+  absl::SleepFor(absl::Milliseconds(50));
   const Run run{coordinator, c->get(), &clock};
   int n = 0;
   for (const Value& d : s.fields().at("deliveries").list_value().values()) {
