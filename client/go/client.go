@@ -91,10 +91,11 @@ type Client struct {
 	policy LocalPolicy
 	spec   MemberSpec
 
-	mu   sync.Mutex
-	view view
-	stop chan struct{}
-	done chan struct{}
+	mu        sync.Mutex
+	view      view
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // NewClient checks the options (an *InvalidArgumentError naming the first
@@ -314,15 +315,17 @@ func (c *Client) WaitForCoordinator(ctx context.Context) bool {
 	return true
 }
 
-// Close stops the background work and every connection.
+// Close stops the background work and every connection. Idempotent.
 func (c *Client) Close() error {
-	close(c.stop)
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range c.view.replicas {
-		r.close()
-	}
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, r := range c.view.replicas {
+			r.close()
+		}
+	})
 	return nil
 }
 

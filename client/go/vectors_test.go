@@ -230,7 +230,7 @@ func TestVectorsPolicyDefaults(t *testing.T) {
 		"breaker.window_ms": ms(p.Window), "breaker.open_base_ms": ms(p.OpenBase),
 		"breaker.open_max_ms": ms(p.OpenMax), "breaker.half_open_probes": float64(p.HalfOpenProbes),
 		"breaker.close_after_successes": float64(p.CloseAfterSuccesses),
-		"breaker.probe_timeout_ms": ms(p.ProbeTimeout), "deferral.spread_ms": ms(p.Spread),
+		"breaker.probe_timeout_ms":      ms(p.ProbeTimeout), "deferral.spread_ms": ms(p.Spread),
 		"limits.max_key_bytes": float64(p.MaxKeyBytes),
 	}
 	want := vectors(t)["policy_defaults"].(vobj)
