@@ -22,11 +22,11 @@
 // with RELEASED once the endpoint is seen to recover: against staggerd the
 // last delivery goes when the last Retry-After window ends, about 13 s
 // into the run with the defaults). A deferred delivery waits in its loop,
-// held by the coordinator, until it is let go (docs/CLIENT_CONTRACT.md); a
-// run that still ends deferred (a coordinator without waiting calls, or
-// the local fallback's deferral past the park limit) is parked in the
-// worker queue until its defer time (the way a queue consumer would set a
-// redelivery delay) and the worker takes the next one. The run stops when
+// held by the coordinator (or sleeping when the fallback decides), until
+// it is let go (docs/CLIENT_CONTRACT.md). With a park limit set, a run that
+// ends deferred is parked in the worker queue until its defer time (the
+// way a queue consumer would set a redelivery delay) and the worker takes
+// the next one. The run stops when
 // every delivery has ended, or after --max_run_seconds (then the rest is
 // reported as parked; Cancel() interrupts every wait at once).
 //
