@@ -1,8 +1,9 @@
 // staggerd: the Stagger retry coordinator server. Wiring only: the flags,
 // then the steps in server/daemon/ in order, each a unit whose header
 // states its contract:
-//   check the flags (transport limits, config, state file, replicas,
-//   status peers) -> engine -> status page (if asked) -> metrics
+//   the first line (each port's interfaces and security) -> check the
+//   flags (transport limits, config, state file, replicas, status peers)
+//   -> engine -> status page (if asked) -> metrics
 //   -> security -> state keeper -> services -> servers (gRPC port, health
 //   port) -> config watch -> eviction loop -> wait for a signal -> drain.
 //
@@ -33,6 +34,7 @@
 #include "server/daemon/drain.h"
 #include "server/daemon/eviction_loop.h"
 #include "server/daemon/exit_codes.h"
+#include "server/daemon/exposure.h"
 #include "server/daemon/decision_services.h"
 #include "server/daemon/log.h"
 #include "server/daemon/metrics_stack.h"
@@ -52,12 +54,15 @@
 #include "server/service/server_setup.h"
 #include "server/transport_flags.h"
 
-ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address");
+ABSL_FLAG(std::string, address, "127.0.0.1:50051",
+          "gRPC listen address (host:port); the default serves this host "
+          "alone, 0.0.0.0:50051 every interface");
 ABSL_FLAG(std::string, config, "",
           "config file (.textproto/.txtpb/.pbtxt or .json); embedded "
           "defaults if empty");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
-          "Prometheus /metrics listen address; empty disables");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "Prometheus /metrics listen address (host:port; 0.0.0.0:9464 for "
+          "every interface); empty disables");
 ABSL_FLAG(absl::Duration, drain_grace, absl::ZeroDuration(),
           "on SIGTERM, keep serving this long after health turns "
           "NOT_SERVING");
@@ -292,7 +297,16 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
   return daemon::kExitClean;
 }
 
+// The first line: each port's interfaces and security, as the flags ask.
+void LogExposure() {
+  daemon::Log(daemon::ExposureLine(
+      {absl::GetFlag(FLAGS_address), absl::GetFlag(FLAGS_metrics_address),
+       absl::GetFlag(FLAGS_health_address),
+       absl::GetFlag(FLAGS_status_address), SecurityFlagsFromFlags()}));
+}
+
 int Run() {
+  LogExposure();
   absl::StatusOr<CheckedFlags> flags = CheckFlags();
   if (!flags.ok()) {
     return Fail(daemon::kExitBadConfig, "refusing to start: ", flags.status());

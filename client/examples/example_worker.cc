@@ -47,7 +47,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,6 +60,7 @@
 #include "client/retry_loop.h"
 #include "client/tls_options.h"
 #include "client/wait.h"
+#include "core/cli/usage.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
@@ -578,10 +578,12 @@ int RunFleet(stagger::client::CoordinatorClient* client,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (client/examples/).
+  stagger::cli::InstallUsage(
       "Delivers to a simulated flaky endpoint through staggerd and prints "
       "every decision.\n  stagger-example-worker --coordinator "
-      "127.0.0.1:50051");
+      "127.0.0.1:50051",
+      "client/examples");
   absl::ParseCommandLine(argc, argv);
   const int workers = std::clamp(absl::GetFlag(FLAGS_workers), 1, 256);
   const int deliveries = std::clamp(absl::GetFlag(FLAGS_deliveries), 1, 100000);

@@ -394,10 +394,10 @@ std::string Usage() {
   staggerctl [flags] resume KEY|--prefix P
   staggerctl [flags] reset KEY [--reason TEXT]
 
-Flags:
-  --address HOST:PORT    staggerd's gRPC address (default 127.0.0.1:50051);
-                         with --replicas, every replica's, comma-separated:
-                         the command runs on each (a pause must reach all)
+Flags (--helpfull: each with its default):
+  --address HOST:PORT    staggerd's gRPC address (default 127.0.0.1:50051),
+                         or every replica's, comma-separated: the command
+                         runs on each (a pause must reach all)
   --tls_ca_file FILE     TLS: the CA that signed staggerd's certificate
   --tls_cert_file FILE   mutual TLS: this client's certificate (with key)
   --tls_key_file FILE
@@ -405,6 +405,11 @@ Flags:
                          --address host
   --json                 JSON (proto field names) instead of a table
   --timeout 5s           per call
+  --state STATE          list: only OPEN, HALF_OPEN, CLOSED or PAUSED
+  --limit 10000          list: at most this many endpoints
+  --prefix P             pause, resume: every key under a prefix
+  --for 10m              pause: how long
+  --reason TEXT          pause, reset: why (logged, shown)
 
 Exit codes: 0 done, 1 other error, 2 bad usage, 3 staggerd unreachable
 (or a TLS mismatch), 4 not allowed (PERMISSION_DENIED), 5 not found,

@@ -8,6 +8,8 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "client/staggerctl/args.h"
 #include "client/staggerctl/commands.h"
@@ -40,6 +42,12 @@ int main(int argc, char** argv) {
   if (parsed->help) {
     std::cout << ctl::Usage();
     return ctl::kOk;
+  }
+  if (parsed->helpfull) {  // Abseil prints every flag, then exits 1
+    absl::SetProgramUsageMessage(ctl::Usage());
+    char helpfull[] = "--helpfull";
+    char* full[] = {argv[0], helpfull};
+    absl::ParseCommandLine(2, full);
   }
   stagger::client::ClientTlsOptions tls;
   tls.ca_file = absl::GetFlag(FLAGS_tls_ca_file);

@@ -44,6 +44,17 @@ const char* BreakerStateName(BreakerState s) {
   return "BREAKER_STATE_UNSPECIFIED";
 }
 
+const char* OpenCauseName(OpenCause c) {
+  switch (c) {
+    case OpenCause::kNone: return "OPEN_CAUSE_UNSPECIFIED";
+    case OpenCause::kConsecutiveFailures: return "CONSECUTIVE_FAILURES";
+    case OpenCause::kFailureRatio: return "FAILURE_RATIO";
+    case OpenCause::kProbeFailed: return "PROBE_FAILED";
+    case OpenCause::kOperator: return "OPERATOR";
+  }
+  return "OPEN_CAUSE_UNSPECIFIED";
+}
+
 const char* OutcomeName(Outcome o) {
   switch (o) {
     case Outcome::kSuccess: return "SUCCESS";

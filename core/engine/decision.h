@@ -65,6 +65,16 @@ const char* ReasonName(Reason r);          // "INITIAL_JITTER", ...
 const char* BreakerStateName(BreakerState s);  // "CLOSED", ...
 const char* OutcomeName(Outcome o);        // "SUCCESS", ...
 
+// Why a breaker opened (a watcher's ConditionChange says it).
+enum class OpenCause : uint8_t {
+  kNone = 0,                 // not OPEN, or not known (a restored state)
+  kConsecutiveFailures = 1,  // breaker.consecutive_failures in a row
+  kFailureRatio = 2,         // breaker.failure_ratio over its window
+  kProbeFailed = 3,          // a half-open probe failed
+  kOperator = 4,             // stagger.v1.Admin/ForceBreaker
+};
+const char* OpenCauseName(OpenCause c);  // "CONSECUTIVE_FAILURES", ...
+
 struct BreakerTransition {
   BreakerState from;
   BreakerState to;

@@ -50,7 +50,10 @@ struct EndpointState {
   CircuitBreaker breaker;
   RetryBudget budget;
   ServedRate served;
-  char key_head[4] = {};  // the key's first bytes; the rest follow
+  // The condition last reported to the engine's ConditionSink
+  // (endpoint_condition.h: EndpointCondition::Pack; 0 is clear).
+  uint8_t reported_condition = 0;
+  char key_head[3] = {};  // the key's first bytes; the rest follow
 
   absl::string_view key() const { return {key_head, key_size}; }
 
@@ -62,7 +65,7 @@ struct EndpointState {
 
 // Counted against the <= 256 B/endpoint target (bench/endpoint_memory).
 static_assert(sizeof(EndpointState) <= 256, "EndpointState grew");
-// One 224-byte chunk with a 51-byte key needs sizeof + 47 <= 216.
+// One 224-byte chunk with a 51-byte key needs sizeof + 48 <= 216.
 static_assert(sizeof(EndpointState) <= 168, "EndpointState grew past 168 B");
 static_assert(kMaxOverrides <= 32767, "policy_index is 16 bits");
 

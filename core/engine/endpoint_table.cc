@@ -87,6 +87,7 @@ int64_t EndpointTable::SweepShardLocked(Shard& s, absl::Time now) {
     if (st->last_seen_ns < cutoff) {
       by_state_[static_cast<int>(st->breaker.state())].fetch_sub(
           1, std::memory_order_relaxed);
+      ReportForgotten(*st, now, condition_sink_);
       s.map.erase(it++);
       EndpointState::Delete(st);
       ++evicted;
@@ -99,7 +100,7 @@ int64_t EndpointTable::SweepShardLocked(Shard& s, absl::Time now) {
   return evicted;
 }
 
-bool EndpointTable::Erase(absl::string_view key) {
+bool EndpointTable::Erase(absl::string_view key, absl::Time now) {
   size_t hash;
   Shard& shard = ShardFor(key, &hash);
   absl::MutexLock l(&shard.mu);
@@ -108,6 +109,7 @@ bool EndpointTable::Erase(absl::string_view key) {
   EndpointState* st = *it;
   by_state_[static_cast<int>(st->breaker.state())].fetch_sub(
       1, std::memory_order_relaxed);
+  ReportForgotten(*st, now, condition_sink_);
   shard.map.erase(it);
   EndpointState::Delete(st);
   tracked_.fetch_sub(1, std::memory_order_relaxed);

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "core/engine/compiled_config.h"
 #include "core/engine/decision.h"
+#include "core/engine/endpoint_condition.h"
 #include "core/engine/endpoint_state.h"
 #include "core/engine/inspection.h"
 
@@ -79,7 +80,11 @@ class EndpointTable {
 
   // Forgets `key`'s state, as eviction does (not counted as evicted);
   // false if it is not tracked.
-  bool Erase(absl::string_view key);
+  bool Erase(absl::string_view key, absl::Time now);
+
+  // Told (ReportForgotten) about every state Erase or eviction drops whose
+  // last reported condition was not clear. Set before use; null: none.
+  void set_condition_sink(ConditionSink* sink) { condition_sink_ = sink; }
 
   // Calls `fn` on every tracked state, one shard at a time under its lock.
   void Visit(absl::FunctionRef<void(const EndpointState&)> fn) const;
@@ -170,6 +175,7 @@ class EndpointTable {
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> tracked_{0};
   std::atomic<int64_t> evicted_total_{0};
+  ConditionSink* condition_sink_ = nullptr;
   std::array<std::atomic<int64_t>, kNumBreakerStates + 1> by_state_{};
 };
 

@@ -131,7 +131,9 @@ auto Engine::DecideOn(const Input& in, bool after_failure, DecideFn decide) {
                           paused_until,
                           token_salt_,
                           probe_hold_ ? &probe_hold_ : nullptr};
-        return decide(c, in);
+        auto decided = decide(c, in);
+        if (!untracked) ReportCondition(st, p, now, condition_sink_);
+        return decided;
       });
 }
 
@@ -209,7 +211,7 @@ absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
       !s.ok()) {
     return s;
   }
-  if (!table_->Erase(endpoint)) return NotTracked(endpoint);
+  if (!table_->Erase(endpoint, clock_->Now())) return NotTracked(endpoint);
   return absl::OkStatus();
 }
 
@@ -235,6 +237,7 @@ absl::StatusOr<EndpointSnapshot> Engine::ForceBreaker(
         ApplyForcedBreaker(c, to == BreakerState::kOpen
                                   ? st.breaker.ForceOpen(now + open_for)
                                   : st.breaker.ForceClosed());
+        ReportCondition(st, p, now, condition_sink_);
       });
   if (!tracked) return NotTracked(endpoint);
   return Inspect(endpoint);
@@ -260,12 +263,27 @@ LeaseTerms Engine::LeaseTermsFor(absl::string_view endpoint) {
 void Engine::ApplyLateCounts(absl::string_view endpoint,
                              absl::Span<const LateCounts> buckets) {
   const absl::Time now = clock_->Now();
-  table_->WithState(endpoint, now,
-                    [&](EndpointState& st, const PolicyParams& p, bool) {
-                      for (const LateCounts& b : buckets) {
-                        engine::ApplyLateCounts(st, p, now, b);
-                      }
-                    });
+  table_->WithState(
+      endpoint, now,
+      [&](EndpointState& st, const PolicyParams& p, bool untracked) {
+        for (const LateCounts& b : buckets) {
+          engine::ApplyLateCounts(st, p, now, b);
+        }
+        if (!untracked) ReportCondition(st, p, now, condition_sink_);
+      });
+}
+
+void Engine::set_condition_sink(ConditionSink* sink) {
+  condition_sink_ = sink;
+  table_->set_condition_sink(sink);
+}
+
+void Engine::RefreshCondition(absl::string_view endpoint) {
+  const absl::Time now = clock_->Now();
+  table_->WithTrackedMutable(
+      endpoint, [&](EndpointState& st, const PolicyParams& p) {
+        ReportCondition(st, p, now, condition_sink_);
+      });
 }
 
 void Engine::ReturnProbe(absl::string_view endpoint, uint64_t admission) {
@@ -309,6 +327,7 @@ ImportStats Engine::ImportState(absl::Span<const EndpointRecord> records) {
     } else if (table_->InsertRestored(
                    r.key, [&](EndpointState& st, const PolicyParams& p) {
                      RestoreEndpoint(r, p, &st);
+                     ReportCondition(st, p, now, condition_sink_);
                    }) == EndpointTable::InsertResult::kInserted) {
       ++stats.restored;
     } else {

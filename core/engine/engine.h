@@ -56,6 +56,7 @@
 #include "core/engine/clock.h"
 #include "core/engine/decision.h"
 #include "core/engine/endpoint_record.h"
+#include "core/engine/endpoint_condition.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/inspection.h"
 #include "core/engine/lease_terms.h"
@@ -116,6 +117,8 @@ class Engine {
   int64_t EvictIdle();
 
   EngineStats Stats() const;
+  // The clock decisions read (a lease replica stamps its messages with it).
+  const Clock* clock() const { return clock_; }
 
   // The state file (endpoint_record.h; server/state/ writes and reads it).
   // ExportState calls `sink` with the records of one table shard at a
@@ -164,6 +167,15 @@ class Engine {
       std::function<bool(absl::string_view endpoint, absl::Time now)>;
   void set_probe_hold(ProbeHold hold) { probe_hold_ = std::move(hold); }
 
+  // Conditions (endpoint_condition.h): every change of a tracked
+  // endpoint's condition goes to `sink`, under the endpoint's shard lock.
+  // Set before decisions start; null: none. RefreshCondition(endpoint)
+  // reports a change that time alone made (OPEN reads HALF_OPEN, a
+  // Retry-After window or a release ended, failures aged out of the
+  // window); nothing if untracked.
+  void set_condition_sink(ConditionSink* sink);
+  void RefreshCondition(absl::string_view endpoint);
+
   // A probe admitted with `admission` will not be sent (the waiting call it
   // was released to went away): its slot is free again. Nothing if the
   // token is not a probe of the endpoint's current half-open period.
@@ -186,6 +198,7 @@ class Engine {
   // Names this engine's probe admission tokens (admission.h).
   const uint32_t token_salt_;
   ProbeHold probe_hold_;
+  ConditionSink* condition_sink_ = nullptr;
   PauseTable pauses_;
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.

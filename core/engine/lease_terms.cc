@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/engine/endpoint_condition.h"
+
 namespace stagger::engine {
 
 LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,
@@ -11,13 +13,7 @@ LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,
   t.served_per_second =
       std::max(st.served.PerSecond(now),
                st.budget.FirstAttemptsPerSecond(p.budget, now));
-  const bool releasing =
-      st.release != nullptr && st.release->pacer.Releasing(now);
-  t.clear = !paused && !releasing &&
-            st.breaker.StateAt(now) == BreakerState::kClosed &&
-            st.retry_after_until_ns <= absl::ToUnixNanos(now) &&
-            (!p.breaker.enabled ||
-             st.breaker.TripShare(p.breaker, now) < kLeaseFailureShare);
+  t.clear = !paused && ConditionOf(st, p, now).clear();
   return t;
 }
 
@@ -28,10 +24,17 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
     st.budget.RecordFirstAttempts(p.budget, now, at, counts.first_attempts);
   }
   if (counts.successes > 0) {
-    st.breaker.CountLateAnswers(p.breaker, now, at, counts.successes);
+    // Not last_success: counts are never evidence of recovery on their
+    // own (a waiting call goes on a reported success, decision_path.h).
+    const absl::Time last =
+        counts.last_success == absl::InfinitePast()
+            ? at
+            : std::min(std::max(counts.last_success, at), now);
+    st.breaker.CountLateAnswers(p.breaker, now, at, last, counts.successes);
     st.served.OnSuccesses(at, counts.successes);
-    st.last_success_ns =
-        std::max(st.last_success_ns, absl::ToUnixNanos(at));
+    // TODO(lead, issue 25/27): counts are never evidence of recovery on
+    // their own; dropped with the stream protocol that replaces this one.
+    st.last_success_ns = std::max(st.last_success_ns, absl::ToUnixNanos(at));
   }
 }
 

@@ -49,6 +49,7 @@ absl::StatusOr<Pause> PauseTable::Set(std::string target, bool prefix,
   if (absl::Status s = CheckTargetAndReason(p); !s.ok()) return s;
   if (absl::Status s = CheckDuration(duration); !s.ok()) return s;
   if (absl::Status s = Insert(p, now); !s.ok()) return s;
+  if (listener_) listener_(p, /*removed=*/false);
   return p;
 }
 
@@ -61,7 +62,9 @@ absl::Status PauseTable::Restore(Pause pause, absl::Time now) {
     return absl::FailedPreconditionError(
         absl::StrCat("ended at ", absl::FormatTime(pause.until)));
   }
-  return Insert(std::move(pause), now);
+  if (absl::Status s = Insert(pause, now); !s.ok()) return s;
+  if (listener_) listener_(pause, /*removed=*/false);
+  return absl::OkStatus();
 }
 
 absl::Status PauseTable::Insert(Pause p, absl::Time now) {
@@ -79,6 +82,13 @@ absl::Status PauseTable::Insert(Pause p, absl::Time now) {
 
 absl::StatusOr<Pause> PauseTable::Remove(absl::string_view target, bool prefix,
                                          absl::Time now) {
+  absl::StatusOr<Pause> removed = RemoveLocked(target, prefix, now);
+  if (removed.ok() && listener_) listener_(*removed, /*removed=*/true);
+  return removed;
+}
+
+absl::StatusOr<Pause> PauseTable::RemoveLocked(absl::string_view target,
+                                               bool prefix, absl::Time now) {
   absl::MutexLock l(&mu_);
   SweepLocked(now);
   auto& table = prefix ? prefixes_ : keys_;

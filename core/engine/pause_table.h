@@ -26,6 +26,7 @@
 #define STAGGER_CORE_ENGINE_PAUSE_TABLE_H_
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +69,13 @@ class PauseTable {
   absl::StatusOr<Pause> Remove(absl::string_view target, bool prefix,
                                absl::Time now);
 
+  // Told of every pause stored (Set, Restore) and removed (Remove), after
+  // the table changed and outside its lock. A pause that runs out is not
+  // told: it ends at its `until`. Set before use; must not call back into
+  // the table's writers.
+  using Listener = std::function<void(const Pause& pause, bool removed)>;
+  void set_listener(Listener l) { listener_ = std::move(l); }
+
   absl::Time PausedUntil(absl::string_view key, absl::Time now) const;
   std::optional<Pause> Find(absl::string_view key, absl::Time now) const;
   // Every pause in force, ordered by (prefix, target).
@@ -76,11 +84,14 @@ class PauseTable {
  private:
   // Stores `p` (replacing the target's pause), unless the table is full.
   absl::Status Insert(Pause p, absl::Time now);
+  absl::StatusOr<Pause> RemoveLocked(absl::string_view target, bool prefix,
+                                     absl::Time now);
   void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Pause* FindLocked(absl::string_view key, absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Recount() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  Listener listener_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Pause> keys_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Pause> prefixes_ ABSL_GUARDED_BY(mu_);

@@ -29,6 +29,7 @@ void LeaseBook::Count(Entry& e, absl::Time now, bool first_attempt) {
     ++b.first_attempts;
   } else {
     ++b.successes;
+    b.last_success = now;
   }
 }
 

@@ -26,7 +26,14 @@ absl::StatusOr<lease::EndpointCounts> ReadEndpointCounts(
     absl::StatusOr<absl::Time> at =
         FromProto(b.start(), absl::StrCat(field, ".buckets[", i, "].start"));
     if (!at.ok()) return at.status();
-    out.buckets.push_back({*at, b.first_attempts(), b.successes()});
+    engine::LateCounts c{*at, b.first_attempts(), b.successes()};
+    if (b.has_last_success()) {
+      absl::StatusOr<absl::Time> last = FromProto(
+          b.last_success(), absl::StrCat(field, ".buckets[", i, "].last_success"));
+      if (!last.ok()) return last.status();
+      c.last_success = *last;
+    }
+    out.buckets.push_back(c);
   }
   return out;
 }
@@ -63,6 +70,9 @@ void ToProto(const lease::CountReport& r, v1::CountReport* out) {
       ToProto(b.at, pb->mutable_start());
       pb->set_first_attempts(b.first_attempts);
       pb->set_successes(b.successes);
+      if (b.last_success != absl::InfinitePast()) {
+        ToProto(b.last_success, pb->mutable_last_success());
+      }
     }
   }
 }

@@ -136,12 +136,16 @@ TEST_F(LeaseTermsTest, LateFirstAttemptsFundTheBudgetInTheirSlot) {
   EXPECT_EQ(engine_->Inspect(kEp)->budget_remaining, after);
 }
 
-TEST_F(LeaseTermsTest, LateSuccessesBreakTheRunAndCountAsServed) {
+TEST_F(LeaseTermsTest, LateSuccessesAfterTheFailuresBreakTheRun) {
   Report(1, Outcome::kRetryableFailure);
   Report(1, Outcome::kRetryableFailure);
   EXPECT_FALSE(Clear()) << "2 in a row";
-  engine_->ApplyLateCounts(kEp, {LateCounts{clock_.Now(), 0, 50}});
-  EXPECT_TRUE(Clear()) << "50 successes happened meanwhile";
+  // 50 successes answered under a lease 100 ms after the second failure,
+  // reported 400 ms later still.
+  const absl::Time answered = clock_.Now() + absl::Milliseconds(100);
+  clock_.Advance(absl::Milliseconds(500));
+  engine_->ApplyLateCounts(kEp, {LateCounts{answered, 0, 50}});
+  EXPECT_TRUE(Clear()) << "50 successes happened since";
   EXPECT_EQ(engine_->Inspect(kEp)->consecutive_failures, 0);
   EXPECT_GE(engine_->LeaseTermsFor(kEp).served_per_second, 50);
 }

@@ -42,7 +42,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -59,6 +58,7 @@
 #include "client/http_outcome.h"
 #include "client/retry_loop.h"
 #include "client/wait.h"
+#include "core/cli/usage.h"
 
 ABSL_FLAG(std::string, target, "", "the stagger-agent (unix:/path)");
 ABSL_FLAG(std::string, url, "", "the receiver: http://host:port/path");
@@ -372,9 +372,11 @@ std::string DeliveryJson(const Delivery& d) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (tests/e2e/http/).
+  stagger::cli::InstallUsage(
       "Delivers HTTP POSTs to --url through the stagger-agent at --target; "
-      "writes what happened to --out (JSON).");
+      "writes what happened to --out (JSON).",
+      "tests/e2e/http");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string out = absl::GetFlag(FLAGS_out);
