@@ -251,6 +251,14 @@ TEST_F(LeaseProtocolTest, AnAgentWithOtherMembersGetsNoLeaseAndIsTold) {
   Connect(a);
   EXPECT_FALSE(a.LocalOk(kEp, mono_.Now()));
   EXPECT_NE(a.status(mono_.Now()).refusal.find("members"), std::string::npos);
+
+  // The agent learns the members; its next stream is leased, and no
+  // longer shows the old refusal.
+  a.OnBroken();
+  ASSERT_TRUE(a.SetMembers({"stagger-0"}));
+  Connect(a);
+  EXPECT_TRUE(a.LocalOk(kEp, mono_.Now()));
+  EXPECT_EQ(a.status(mono_.Now()).refusal, "");
 }
 
 TEST_F(LeaseProtocolTest, AnotherProtocolVersionIsRefusedByName) {
