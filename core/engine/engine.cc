@@ -205,6 +205,14 @@ ListPage Engine::ListNotClear(absl::string_view after,
   return page;
 }
 
+bool Engine::Track(absl::string_view endpoint) {
+  return table_->WithState(
+      endpoint, clock_->Now(),
+      [](EndpointState&, const PolicyParams&, bool untracked) {
+        return !untracked;
+      });
+}
+
 absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
   if (absl::Status s = ValidateEndpointKey(
           endpoint, max_key_bytes_.load(std::memory_order_relaxed));

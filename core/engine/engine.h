@@ -143,6 +143,9 @@ class Engine {
   // ResetEndpoint keep them.
   PauseTable& pauses() { return pauses_; }
   const PauseTable& pauses() const { return pauses_; }
+  // Tracks `endpoint` (a valid key) if it is not, as a decision would, and
+  // changes nothing else. False if the table is full (it stays untracked).
+  bool Track(absl::string_view endpoint);
   // Forgets the endpoint's state, as eviction does. NotFound if untracked.
   absl::Status ResetEndpoint(absl::string_view endpoint);
   // Forces its breaker OPEN for `open_for` (> 0) or CLOSED (CircuitBreaker::
