@@ -111,16 +111,17 @@ WatchLog::Page WatchLog::Read(uint64_t from, const Filter& filter,
 
 bool WatchLog::WaitForNew(uint64_t seen, absl::Time deadline) {
   absl::MutexLock l(&mu_);
-  auto ready = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return shutdown_ || first_ + events_.size() > seen;
+  const uint64_t wakes = wakes_;
+  auto ready = [this, seen, wakes]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return wakes_ != wakes || first_ + events_.size() > seen;
   };
   mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-  return !shutdown_ && first_ + events_.size() > seen;
+  return first_ + events_.size() > seen;
 }
 
-void WatchLog::Shutdown() {
+void WatchLog::WakeWaiters() {
   absl::MutexLock l(&mu_);
-  shutdown_ = true;
+  ++wakes_;
 }
 
 uint64_t WatchLog::next_sequence() const {

@@ -19,7 +19,7 @@
 //    the page starts at the oldest event held. Events come back with the
 //    replica's name and incarnation filled in.
 //  - WaitForNew(seen, deadline): blocks until an event numbered >= `seen`
-//    exists, the deadline passes or Shutdown() is called.
+//    exists, the deadline passes, or WakeWaiters() is called.
 //  - Resume tokens: TokenFor(next) is "<incarnation, 16 hex>.<next>";
 //    ParseToken refuses anything else with InvalidArgument naming
 //    "resume_token".
@@ -91,7 +91,7 @@ class WatchLog {
   uint64_t Append(v1::WatchEvent e);
   Page Read(uint64_t from, const Filter& filter, size_t max);
   bool WaitForNew(uint64_t seen, absl::Time deadline);
-  void Shutdown();
+  void WakeWaiters();
 
   // Told the number of every event appended, after the log's lock is
   // released (metrics). Set before use.
@@ -124,7 +124,7 @@ class WatchLog {
   mutable absl::Mutex mu_;
   std::deque<v1::WatchEvent> events_ ABSL_GUARDED_BY(mu_);
   uint64_t first_ ABSL_GUARDED_BY(mu_) = 1;  // number of events_.front()
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t wakes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stagger::service

@@ -214,11 +214,15 @@ void WatchService::Pump() {
 }
 
 void WatchService::Shutdown() {
-  absl::MutexLock l(&mu_);
-  shutdown_ = true;
-  for (Stream* s : streams_) {
-    s->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "staggerd is draining"));
+  {
+    absl::MutexLock l(&mu_);
+    shutdown_ = true;
+    for (Stream* s : streams_) {
+      s->End(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "staggerd is draining"));
+    }
   }
+  log_->WakeWaiters();  // the pump ends now, not at its next second
 }
 
 size_t WatchService::streams() const {
