@@ -100,6 +100,17 @@ std::vector<MatrixScenario> Grid() {
         ">= 12.5 s of workers",
         s);
   }
+  {
+    // A tenant's endpoint dead for a week, one delivery a minute, and the
+    // platform's disable option on (the one engine setting a scenario
+    // makes: it is off by default).
+    Scenario s = Base(10080, absl::Hours(24 * 7));
+    s.arrival_rate = 1.0 / 60;
+    s.engine_policy.disable.after_unavailable = absl::Hours(72);
+    s.max_virtual_time = absl::Hours(24 * 8);
+    add("dead_week_disable_72h",
+        "disable.after_unavailable 72 h: no attempt after the disable", s);
+  }
   return g;
 }
 
