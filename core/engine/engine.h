@@ -2,7 +2,8 @@
 //
 // Admit() answers "may I send attempt n now?"; Report() records an attempt's
 // outcome and, for a failure, answers for attempt n+1. The decision order for
-// a failure report (docs/API.md, "The decision order") is: validate -> an
+// a failure report (docs/API.md, "The decision order") is: validate -> a
+// disabled endpoint (GIVE_UP(ENDPOINT_DISABLED), nothing changes) -> an
 // operator's pause (DEFER(PAUSED), nothing changes) -> not
 // retryable -> remember Retry-After, feed the breaker (or, for overload, the
 // learned pace) -> attempt limit -> breaker -> overload (wait for a slot) ->
