@@ -155,6 +155,14 @@ absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
+// The watch's history flags, and the name its events give this replica.
+absl::Status CheckWatch(CheckedFlags* checked) {
+  checked->watch.replica = ReplicaName(checked->ownership);
+  checked->watch.max_events = absl::GetFlag(FLAGS_watch_history_events);
+  checked->watch.max_age = absl::GetFlag(FLAGS_watch_history_age);
+  return daemon::CheckWatchFlags(checked->watch);
+}
+
 // Every refusal that needs nothing started: transport limits, the config
 // file, the state file's interval, the config poll interval, the drain
 // times, the replicas.
@@ -213,12 +221,7 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
                               checked.ownership);
   if (!status_page.ok()) return status_page.status();
   checked.status_page = *std::move(status_page);
-  checked.watch.replica = ReplicaName(checked.ownership);
-  checked.watch.max_events = absl::GetFlag(FLAGS_watch_history_events);
-  checked.watch.max_age = absl::GetFlag(FLAGS_watch_history_age);
-  if (absl::Status s = daemon::CheckWatchFlags(checked.watch); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = CheckWatch(&checked); !s.ok()) return s;
   return checked;
 }
 
@@ -292,7 +295,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
   daemon::HookStatusPage(status_page, (*metrics)->metrics());
   watch.Start();
   std::vector<grpc::Service*> served = services.services();
-  served.push_back(watch.service());
+  served.push_back(watch.service());  // stagger.v1.EndpointWatch
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
@@ -316,10 +319,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
 
   daemon::WaitForShutdownSignal(reloader->get());
   daemon::Drain(*servers, flags.drain,
-                {/*before_close=*/[&services, &watch] {
-                   services.BeforeClose();
-                   watch.Shutdown();
-                 },
+                {/*before_close=*/[&] { services.BeforeClose(); watch.Shutdown(); },
                  /*after_last_answer=*/[&keeper] {
                    if (keeper) keeper->Stop();  // the last snapshot
                  }});

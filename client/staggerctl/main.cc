@@ -6,6 +6,8 @@
 //     pause --prefix https://partner.example/ --for 30m --reason "maintenance"
 //   (one command line)
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -43,6 +45,30 @@ ABSL_FLAG(std::string, resume_file, "",
           "events come");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of each call");
 ABSL_FLAG(int, limit, 10000, "list: at most this many endpoints");
+
+namespace {
+
+// `staggerctl watch`: every replica at once, until a signal.
+int Watch(const std::vector<std::string>& args,
+          const stagger::staggerctl::CommandOptions& options,
+          const stagger::client::ClientTlsOptions& tls) {
+  namespace ctl = stagger::staggerctl;
+  stagger::cli::BlockHandledSignals();  // taken by sigwait; no thread yet
+  auto creds = stagger::client::MakeChannelCredentials(tls);
+  if (!creds.ok()) {
+    std::cerr << "staggerctl: " << creds.status().message() << "\n";
+    return ctl::kUsage;
+  }
+  const ctl::WatchFlags w{absl::GetFlag(FLAGS_kinds),
+                          absl::GetFlag(FLAGS_history),
+                          absl::GetFlag(FLAGS_resume_file)};
+  const int code = ctl::RunWatch(args, options, w, *std::move(creds),
+                                 tls.server_name, std::cout, std::cerr);
+  ctl::WaitForGrpcShutdown(absl::Seconds(2));
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace ctl = stagger::staggerctl;
@@ -84,19 +110,7 @@ int main(int argc, char** argv) {
   options.operation_id =
       absl::StrFormat("ctl-%016x", absl::Uniform<uint64_t>(gen));
   if (!parsed->args.empty() && parsed->args[0] == "watch") {
-    stagger::cli::BlockHandledSignals();  // taken by sigwait; no thread yet
-    auto creds = stagger::client::MakeChannelCredentials(tls);
-    if (!creds.ok()) {
-      std::cerr << "staggerctl: " << creds.status().message() << "\n";
-      return ctl::kUsage;
-    }
-    const ctl::WatchFlags w{absl::GetFlag(FLAGS_kinds),
-                            absl::GetFlag(FLAGS_history),
-                            absl::GetFlag(FLAGS_resume_file)};
-    const int code = ctl::RunWatch(parsed->args, options, w, *std::move(creds),
-                                   tls.server_name, std::cout, std::cerr);
-    ctl::WaitForGrpcShutdown(absl::Seconds(2));
-    return code;
+    return Watch(parsed->args, options, tls);
   }
   const int code = ctl::RunOnEachAddress(
       parsed->args, options,

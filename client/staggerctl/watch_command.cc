@@ -113,6 +113,30 @@ void WriteTokens(const std::string& path,
   std::rename(tmp.c_str(), path.c_str());
 }
 
+// The watcher's options from the flags; InvalidArgument naming the flag.
+absl::StatusOr<client::WatchOptions> OptionsOf(const CommandOptions& o,
+                                               const WatchFlags& w) {
+  client::WatchOptions wo;
+  wo.target = o.address;
+  wo.prefix = o.prefix;
+  wo.replay_history = w.history;
+  for (absl::string_view k : absl::StrSplit(w.kinds, ',', absl::SkipEmpty())) {
+    std::optional<client::EventKind> kind =
+        client::ParseEventKind(absl::StripAsciiWhitespace(k));
+    if (!kind.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kinds: unknown kind \"", k, "\""));
+    }
+    wo.kinds.push_back(*kind);
+  }
+  if (!w.resume_file.empty()) {
+    auto tokens = ReadTokens(w.resume_file);
+    if (!tokens.ok()) return tokens.status();
+    wo.resume_tokens = *std::move(tokens);
+  }
+  return wo;
+}
+
 }  // namespace
 
 int RunWatch(const std::vector<std::string>& args, const CommandOptions& o,
@@ -124,32 +148,16 @@ int RunWatch(const std::vector<std::string>& args, const CommandOptions& o,
     err << "staggerctl: watch takes no operands (staggerctl --help)\n";
     return kUsage;
   }
-  client::WatchOptions wo;
-  wo.target = o.address;
-  wo.credentials = std::move(credentials);
-  wo.tls_server_name = tls_server_name;
-  wo.prefix = o.prefix;
-  wo.replay_history = w.history;
-  for (absl::string_view k : absl::StrSplit(w.kinds, ',', absl::SkipEmpty())) {
-    std::optional<client::EventKind> kind =
-        client::ParseEventKind(absl::StripAsciiWhitespace(k));
-    if (!kind.has_value()) {
-      err << "staggerctl: --kinds: unknown kind \"" << k << "\"\n";
-      return kUsage;
-    }
-    wo.kinds.push_back(*kind);
+  absl::StatusOr<client::WatchOptions> wo = OptionsOf(o, w);
+  if (!wo.ok()) {
+    err << "staggerctl: " << wo.status().message() << "\n";
+    return kUsage;
   }
-  if (!w.resume_file.empty()) {
-    auto tokens = ReadTokens(w.resume_file);
-    if (!tokens.ok()) {
-      err << "staggerctl: " << tokens.status().message() << "\n";
-      return kUsage;
-    }
-    wo.resume_tokens = *std::move(tokens);
-  }
+  wo->credentials = std::move(credentials);
+  wo->tls_server_name = tls_server_name;
   absl::Mutex out_mu;
   auto watcher = client::Watcher::Start(
-      std::move(wo),
+      *std::move(wo),
       [&](const client::WatchEvent& e) {
         absl::MutexLock l(&out_mu);
         out << (o.json ? e.json : Line(e)) << std::endl;
