@@ -120,6 +120,8 @@ class Engine {
   int64_t EvictIdle();
 
   EngineStats Stats() const;
+  // The clock decisions read (a lease replica stamps its messages with it).
+  const Clock* clock() const { return clock_; }
 
   // The state file (endpoint_record.h; server/state/ writes and reads it).
   // ExportState calls `sink` with the records of one table shard at a

@@ -103,6 +103,9 @@ struct CountBucket {
   absl::Time start;
   uint32_t first_attempts = 0;
   uint32_t successes = 0;
+  // When the bucket's last success happened (same clock and bound): a run
+  // of failures ends only on a success after its last failure.
+  absl::Time last_success = absl::InfinitePast();
 };
 struct EndpointCounts {
   std::string endpoint;
@@ -174,6 +177,9 @@ struct Down {
   std::optional<SetSnapshot> snapshot;
   std::optional<SetDelta> delta;
   std::vector<HeldAnswer> answers;
+  // Set once, with the first message, when this stream will never get a
+  // lease (the members differ): why, for the agent's status page.
+  std::string refusal;
 };
 
 }  // namespace stagger::lease
