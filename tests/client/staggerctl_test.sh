@@ -108,7 +108,24 @@ if [ "$wcode" = 0 ] && [ "$(grep -c " DISABLED $gone trigger=OPERATOR reason=\"t
 else
   echo "FAIL: staggerctl watch (exit $wcode):"; cat "$watch_out" "$watch_json"; fail=1
 fi
-rm -f "$watch_out" "$watch_json"
+# --resume_file: a second watch starts right after what the first saw.
+tokens=$(mktemp -u)
+"$ctl_bin" --address="127.0.0.1:$port" watch --history --resume_file="$tokens" >"$watch_out" 2>/dev/null &
+wpid=$!
+for _ in $(seq 1 200); do grep -q ' ENABLED ' "$watch_out" && [ -s "$tokens" ] && break; sleep 0.1; done
+kill -TERM "$wpid"; wait "$wpid"
+expect 0 "disabled https://later.example/x" -- disable https://later.example/x --reason later
+"$ctl_bin" --address="127.0.0.1:$port" watch --resume_file="$tokens" >"$watch_out" 2>/dev/null &
+wpid=$!
+for _ in $(seq 1 200); do grep -q 'later.example' "$watch_out" && break; sleep 0.1; done
+kill -TERM "$wpid"; wait "$wpid"
+if [ "$(wc -l <"$watch_out")" = 1 ] && grep -q ' DISABLED https://later.example/x ' "$watch_out" &&
+   grep -q "^127.0.0.1:$port [0-9a-f]*\.[0-9]*$" "$tokens"; then
+  echo "ok: staggerctl watch --resume_file: the new event, nothing before it"
+else
+  echo "FAIL: staggerctl watch --resume_file:"; cat "$watch_out" "$tokens"; fail=1
+fi
+rm -f "$watch_out" "$watch_json" "$tokens"
 # Unreachable: a port nothing listens on (staggerd's own, after it stops).
 kill "$pid"; wait "$pid" 2>/dev/null
 expect 3 'UNAVAILABLE.*cannot reach staggerd' -- --timeout=2s status
