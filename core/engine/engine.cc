@@ -241,9 +241,10 @@ absl::Status Engine::RestoreDisable(engine::Disable d) {
           return absl::ResourceExhaustedError(
               "endpoint: cannot be tracked (limits.max_endpoints)");
         }
+        const engine::Disable note = d;
         if (absl::Status s = disables_.Put(std::move(d)); !s.ok()) return s;
         st.disabled = 1;
-        ReportCondition(st, p, now, condition_sink_);
+        ReportCondition(st, p, now, condition_sink_, {&note, nullptr});
         return absl::OkStatus();
       });
 }
