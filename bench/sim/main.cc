@@ -133,8 +133,9 @@ ABSL_FLAG(absl::Duration, budget_window, kEngine.budget.window,
           "retry budget: sliding window (engine and budget row)");
 // What to run.
 ABSL_FLAG(std::string, scenario, "",
-          "run this scenario of the matrix (its key) instead of the flags' "
-          "scenario; engine flags still apply");
+          "run this scenario of the matrix, or an extra one such as "
+          "dead_week_disable_72h (its key), instead of the flags' scenario; "
+          "engine flags still apply");
 ABSL_FLAG(bool, matrix, false,
           "run the scenario matrix (every scenario, every policy, on the "
           "engine's defaults) and print the bar's summary");

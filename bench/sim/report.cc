@@ -266,6 +266,12 @@ std::string MarkdownGiveUps(const Scenario& s,
                       Seconds(s.max_virtual_time), " stop: ",
                       Thousands(static_cast<double>(r.unfinished)));
     }
+    if (r.disabled_s.has_value()) {
+      absl::StrAppend(&out, "; the endpoint disabled at ",
+                      absl::StrFormat("%.1f h", *r.disabled_s / 3600),
+                      ", attempts after it: ",
+                      Thousands(static_cast<double>(r.attempts_after_disable)));
+    }
   }
   if (!out.empty()) absl::StrAppend(&out, "\n");
   return out;

@@ -379,6 +379,12 @@ struct PolicyResult {
   std::optional<double> first_trip_s;
   std::optional<double> first_probe_s;
   int64_t trips = 0;
+  // The coordinated row with the disable option on (engine_policy.disable):
+  // the first GIVE_UP(ENDPOINT_DISABLED), seconds since t=0 (the engine
+  // disables the endpoint at the decision that answers it), and the
+  // attempts sent from then on (0: nothing reached a disabled endpoint).
+  std::optional<double> disabled_s;
+  int64_t attempts_after_disable = 0;
   // Sanity: events handled, and times the clock would have gone back.
   int64_t events = 0;
   int64_t clock_regressions = 0;

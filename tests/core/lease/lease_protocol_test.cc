@@ -322,6 +322,43 @@ TEST_F(LeaseProtocolTest, ARestartedReplicaHoldsProbesForATtl) {
   EXPECT_EQ(Admit(2).reason, engine::Reason::kHalfOpenProbe);
 }
 
+TEST_F(LeaseProtocolTest, EachKeysPolicyReachesTheAgentAndAReloadUpdatesIt) {
+  AgentLink a(AgentOptions("node-1"));
+  const uint64_t s = Leased(a);
+  engine::AdmitInput in;
+  in.endpoint = "https://bulk.example/in";
+  // One policy for now: up to 200 ms of jitter.
+  std::optional<engine::Decision> d = a.Admit(in, mono_.Now(), gen_);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_LT(d->delay, absl::Milliseconds(200));
+  // A reload: keys under https://bulk. get no jitter at all.
+  engine::EngineConfig reloaded = config_;
+  engine::PolicyOverride o;
+  o.match = engine::PolicyOverride::Match::kPrefix;
+  o.pattern = "https://bulk.";
+  o.policy = config_.default_policy;
+  o.policy.backoff.initial_jitter = absl::ZeroDuration();
+  reloaded.overrides.push_back(o);
+  engine_->SetConfig(reloaded);
+  replica_->OnConfig(reloaded);
+  Push({&a});
+  for (int i = 0; i < 20; ++i) {
+    d = a.Admit(in, mono_.Now(), gen_);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->delay, absl::ZeroDuration()) << "the override's jitter";
+  }
+  engine::AdmitInput other;
+  other.endpoint = kEp;
+  bool some_jitter = false;
+  for (int i = 0; i < 20; ++i) {
+    d = a.Admit(other, mono_.Now(), gen_);
+    ASSERT_TRUE(d.has_value());
+    some_jitter = some_jitter || d->delay > absl::ZeroDuration();
+  }
+  EXPECT_TRUE(some_jitter) << "other keys keep the default's";
+  (void)s;
+}
+
 TEST_F(LeaseProtocolTest, PlantedProbeIgnoresAcksLetsTheProbeGoAtOnce) {
   AgentLink a(AgentOptions("node-1"));
   Leased(a);
