@@ -284,15 +284,24 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
     return Fail(daemon::kExitBadConfig, "refusing to start: ",
                 port_security.status());
   }
-  std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
-      flags.state_file, &engine, (*metrics)->metrics());
-
   LogOwnership(flags.ownership);
+  // Before the state file loads: the lease set hears of the restored
+  // conditions and pauses through the watch's fan-outs, as the watch does.
   daemon::DecisionServices services(
       &engine,
       {flags.lease_ttl, flags.max_waiting_calls, flags.max_agent_held_calls,
-       flags.ownership ? &*flags.ownership : nullptr},
+       flags.ownership ? &*flags.ownership : nullptr,
+       [&watch](lease::ReplicaSync& set) {
+         watch.fan_out().Add(&set);
+         watch.pause_fan_out().Add(
+             [&set](const engine::Pause& p, bool removed) {
+               set.OnPause(p, removed);
+             });
+         set.AttachToEngine(/*feeds=*/false);
+       }},
       (*metrics)->metrics(), &(*port_security)->metrics());
+  std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
+      flags.state_file, &engine, (*metrics)->metrics());
   daemon::HookStatusPage(status_page, (*metrics)->metrics());
   watch.Start();
   std::vector<grpc::Service*> served = services.services();

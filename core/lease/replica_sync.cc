@@ -41,7 +41,8 @@ std::vector<Reason> ReasonsOf(const engine::EndpointCondition& c) {
   return {{c.near_trip, Why::kNearTrip},
           {c.breaker != engine::BreakerState::kClosed, Why::kBreaker},
           {c.retry_after, Why::kRetryAfter},
-          {c.releasing, Why::kReleasing}};
+          {c.releasing, Why::kReleasing},
+          {c.disabled, Why::kDisabled}};
 }
 
 }  // namespace
@@ -57,12 +58,14 @@ ReplicaSync::ReplicaSync(Options options, engine::Engine* engine,
            options_.stand_in_idle),
       send_bound_(SendBound(absl::ZeroDuration())) {}
 
-void ReplicaSync::AttachToEngine() {
-  engine_->set_condition_sink(this);
+void ReplicaSync::AttachToEngine(bool feeds) {
+  if (feeds) {
+    engine_->set_condition_sink(this);
+    engine_->pauses().set_listener(
+        [this](const engine::Pause& p, bool removed) { OnPause(p, removed); });
+  }
   engine_->set_probe_hold(
       [this](absl::string_view key, absl::Time) { return ProbeHeld(key); });
-  engine_->pauses().set_listener(
-      [this](const engine::Pause& p, bool removed) { OnPause(p, removed); });
   OnConfig(engine_->config());
 }
 

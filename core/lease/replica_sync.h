@@ -110,11 +110,12 @@ class ReplicaSync : public engine::ConditionSink {
   ReplicaSync(Options options, engine::Engine* engine,
               const engine::Clock* mono);
 
-  // Installs this object as the engine's condition sink, probe hold and
-  // pause listener, and reads the engine's configuration. A daemon that
-  // fans the engine's feeds out to several readers calls the On* methods
-  // itself instead.
-  void AttachToEngine();
+  // Installs this object as the engine's probe hold and reads the engine's
+  // configuration; with `feeds`, also as its condition sink and pause
+  // listener. A daemon that fans the engine's feeds out to several readers
+  // passes false and adds this object to its fan-outs (OnConditionChange,
+  // OnPause) before the engine's first change.
+  void AttachToEngine(bool feeds = true);
 
   struct Opened {
     uint64_t stream = 0;
