@@ -64,19 +64,13 @@ void LeaseNetwork::Start() {
   // The configuration's delta went out before any stream opened.
   (void)replica_->Tick();
   for (int a = 0; a < m_.agents; ++a) {
-    Agent& ag = agents_[a];
-    // Opened before t=0, answered now: flushes spread over the interval.
+    // Opened now; its flushes spread over the interval as if it had opened
+    // (agents - 1 - a) / agents of one earlier.
     const absl::Time opened =
         now - m_.flush_interval * (m_.agents - 1 - a) / m_.agents;
-    std::vector<lease::Up> first = ag.link->OnOpen(opened);
-    ++counters_->sync_up;
-    absl::StatusOr<lease::ReplicaSync::Opened> o = replica_->Open(first[0]);
-    if (!o.ok()) continue;  // cannot happen: the hello is well formed
-    ag.stream = o->stream;
-    ++counters_->sync_down;
-    if (o->first.renewed != 0) ++counters_->lease_renewals;
-    ag.link->OnDown(o->first, now);
-    for (size_t i = 1; i < first.size(); ++i) SendUp(a, std::move(first[i]));
+    for (lease::Up& up : agents_[a].link->OnOpen(opened)) {
+      SendUp(a, std::move(up));
+    }
     SchedulePoll(a);
   }
   ScheduleTick();
@@ -206,7 +200,18 @@ absl::Status LeaseNetwork::OnEvent(const Event& e) {
 
 absl::Status LeaseNetwork::ArriveUp(int agent, const lease::Up& up) {
   to_wake_.clear();
-  absl::StatusOr<lease::Down> down = replica_->Receive(agents_[agent].stream, up);
+  absl::StatusOr<lease::Down> down;
+  if (up.hello.has_value()) {
+    absl::StatusOr<lease::ReplicaSync::Opened> o = replica_->Open(up);
+    if (o.ok()) {
+      agents_[agent].stream = o->stream;
+      down = std::move(o->first);
+    } else {
+      down = o.status();
+    }
+  } else {
+    down = replica_->Receive(agents_[agent].stream, up);
+  }
   if (!down.ok()) {
     return absl::InternalError(absl::StrCat(
         "the replica refused agent ", agent, "'s message: ",

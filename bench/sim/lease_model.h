@@ -29,14 +29,18 @@
 //     (its stream is not broken, so it does not reconnect). It answers
 //     locally until its lease runs out (at most one ttl after its last
 //     renewal), and the replica holds the changed keys' probes until the
-//     lease it granted has ended. (An agent that hears renewals but not
-//     set changes could not stand for that: AgentLink takes no renewal
-//     for a set newer than its copy.)
+//     lease it granted has ended. (An agent that hears renewals but misses
+//     set changes stops answering on its own: AgentLink takes no renewal
+//     for a set newer than its copy. docs/SIMULATOR.md, "What the
+//     simulator found about leases", says how it held probes.)
 // The replica has been up for kUpBefore at t=0 (past its learning period:
-// one ttl and the longest probe_timeout). Each agent's stream was opened
-// before t=0 (agent a's (agents - 1 - a) / agents of a flush interval
-// before, which spreads their flushes) and its hello is answered at t=0:
-// the agents hold leases from t=0. Internal to bench/sim; single-threaded.
+// one ttl and the longest probe_timeout). The agents start with the
+// scenario: each opens its stream at t=0, and holds its lease once its
+// hello's answer is back (2 x push_latency); until then its calls go to
+// the coordinator, as in the old design's model. Their flushes are spread:
+// agent a's first at (a + 1) / agents of a flush interval (its lease is
+// counted from (agents - 1 - a) / agents of one before t=0, a little
+// shorter). Internal to bench/sim; single-threaded.
 #ifndef STAGGER_BENCH_SIM_LEASE_MODEL_H_
 #define STAGGER_BENCH_SIM_LEASE_MODEL_H_
 
@@ -88,8 +92,8 @@ class LeaseNetwork final : public engine::ConditionSink {
                PolicyResult* counters);
   ~LeaseNetwork();
 
-  // Opens every agent's stream (answered at t=0) and schedules the polls
-  // and the replica's tick.
+  // Opens every agent's stream and schedules the polls and the replica's
+  // tick.
   void Start();
   // Agent `agent`'s local answers (nullopt: ask the coordinator).
   std::optional<engine::Decision> Admit(int agent,
