@@ -9,8 +9,7 @@ namespace stagger::sim {
 
 LeaseNetwork::LeaseNetwork(const LeaseModel& m, uint64_t seed,
                            engine::Engine* engine, const VirtualClock* clock,
-                           Hooks hooks,
-                           PolicyResult* counters)
+                           Hooks hooks, PolicyResult* counters)
     : m_(m),
       engine_(engine),
       clock_(clock),
@@ -49,7 +48,6 @@ LeaseNetwork::LeaseNetwork(const LeaseModel& m, uint64_t seed,
     agents_[a].link = std::make_unique<lease::AgentLink>(lo);
     agents_[a].deaf = a < m.deaf_agents;
     agents_[a].rng.seed(seed * 0x9E3779B97F4A7C15ull + 0x6167656e74ull + a);
-    agent_index_[lease::AgentKey{lo.agent_id, lo.incarnation}] = a;
   }
 }
 

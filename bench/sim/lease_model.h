@@ -23,10 +23,10 @@
 //   * Every message takes push_latency one way, FIFO per agent; each
 //     counts as one coordinator message when sent (PolicyResult::sync_up,
 //     sync_down).
-//   * A deaf agent's stream goes quiet at the first set change pushed to
-//     it: from then on nothing passes either way (the delta and every
-//     later message are sent and lost), and the agent does not notice
-//     (its stream is not broken, so it does not reconnect). It answers
+//   * A deaf agent's stream goes quiet at the first set change that takes
+//     keys out of clear: from then on nothing passes either way (the delta
+//     and every later message are sent and lost), and the agent does not
+//     notice (its stream is not broken, so it does not reconnect). It answers
 //     locally until its lease runs out (at most one ttl after its last
 //     renewal), and the replica holds the changed keys' probes until the
 //     lease it granted has ended. (An agent that hears renewals but misses
@@ -85,8 +85,8 @@ class LeaseNetwork final : public engine::ConditionSink {
     std::function<bool()> done;
   };
   // `seed` seeds the agents' draws. `engine`, `clock` and `counters` must
-  // outlive the network; makes
-  // itself the engine's condition sink and the replica its probe hold.
+  // outlive the network. Makes itself the engine's condition sink, and the
+  // replica its probe hold.
   LeaseNetwork(const LeaseModel& m, uint64_t seed, engine::Engine* engine,
                const VirtualClock* clock, Hooks hooks,
                PolicyResult* counters);
@@ -95,7 +95,8 @@ class LeaseNetwork final : public engine::ConditionSink {
   // Opens every agent's stream and schedules the polls and the replica's
   // tick.
   void Start();
-  // Agent `agent`'s local answers (nullopt: ask the coordinator).
+  // Agent `agent`'s local answers (nullopt: ask the coordinator), through
+  // lease::LinkForLocalAnswer and its AgentLink.
   std::optional<engine::Decision> Admit(int agent,
                                         const engine::AdmitInput& in);
   std::optional<engine::Decision> Report(int agent,
@@ -173,7 +174,6 @@ class LeaseNetwork final : public engine::ConditionSink {
   std::unique_ptr<lease::ReplicaSync> replica_;
   std::vector<std::string> members_;  // one replica: {"stagger-0"}
   std::vector<Agent> agents_;
-  absl::flat_hash_map<lease::AgentKey, int> agent_index_;
   absl::flat_hash_map<int, Waiter> waiters_;  // by delivery
   // Endpoints whose applied counts carried successes (the counts
   // observer), woken once Receive has returned.

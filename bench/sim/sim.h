@@ -190,9 +190,9 @@ struct LeaseModel {
   // The stream leases' time to live (1 s..10 min, --lease_ttl's range).
   absl::Duration ttl = absl::Seconds(5);
   // The first `deaf_agents` agents' streams go quiet at the first set
-  // change pushed to them: nothing passes either way from then on, so they
-  // neither apply nor acknowledge it, and their leases end only with
-  // their ttl (lease_model.h).
+  // change that takes keys out of clear: nothing passes either way from
+  // then on, so they neither apply nor acknowledge it, and their leases
+  // end only with their ttl (lease_model.h).
   int deaf_agents = 0;
 };
 
