@@ -74,24 +74,24 @@ void LeaseNetwork::Start() {
   ScheduleTick();
 }
 
+bool LeaseNetwork::MayAnswer(int agent, absl::string_view key) const {
+  const lease::LinkView* const links[] = {agents_[agent].link.get()};
+  return lease::MayAnswerLocally(links, members_, 0, key, Now());
+}
+
 std::optional<engine::Decision> LeaseNetwork::Admit(
     int agent, const engine::AdmitInput& in) {
-  lease::AgentLink* const links[] = {agents_[agent].link.get()};
-  lease::AgentLink* l =
-      lease::LinkForLocalAnswer(links, members_, 0, in.endpoint, Now());
-  if (l == nullptr) return std::nullopt;
-  std::optional<engine::Decision> d = l->Admit(in, Now(), agents_[agent].rng);
+  if (!MayAnswer(agent, in.endpoint)) return std::nullopt;
+  std::optional<engine::Decision> d =
+      agents_[agent].link->Admit(in, Now(), agents_[agent].rng);
   if (d.has_value()) ++counters_->local_admits;
   return d;
 }
 
 std::optional<engine::Decision> LeaseNetwork::Report(
     int agent, const engine::ReportInput& in) {
-  lease::AgentLink* const links[] = {agents_[agent].link.get()};
-  lease::AgentLink* l =
-      lease::LinkForLocalAnswer(links, members_, 0, in.endpoint, Now());
-  if (l == nullptr) return std::nullopt;
-  std::optional<engine::Decision> d = l->Report(in, Now());
+  if (!MayAnswer(agent, in.endpoint)) return std::nullopt;
+  std::optional<engine::Decision> d = agents_[agent].link->Report(in, Now());
   if (d.has_value()) ++counters_->local_reports;
   return d;
 }

@@ -12,7 +12,7 @@
 //     replica ticks at ReplicaSync::NextTick; a tick's delta goes down
 //     every stream.
 //   * Agent side (stagger-agent): a first attempt and a success are
-//     answered through LinkForLocalAnswer and AgentLink::Admit/Report
+//     answered through MayAnswerLocally and AgentLink::Admit/Report
 //     (nullopt: the call goes to the coordinator). The agent sends what
 //     AgentLink::Poll has at AgentLink::NextPoll: a flush every
 //     flush_interval (counts and a renewal), and an acknowledgement
@@ -96,7 +96,7 @@ class LeaseNetwork final : public engine::ConditionSink {
   // tick.
   void Start();
   // Agent `agent`'s local answers (nullopt: ask the coordinator), through
-  // lease::LinkForLocalAnswer and its AgentLink.
+  // lease::MayAnswerLocally and its AgentLink.
   std::optional<engine::Decision> Admit(int agent,
                                         const engine::AdmitInput& in);
   std::optional<engine::Decision> Report(int agent,
@@ -151,6 +151,9 @@ class LeaseNetwork final : public engine::ConditionSink {
     std::shared_ptr<const lease::Down> down;
   };
 
+  // Whether the agent may answer `key` itself now (lease::MayAnswerLocally
+  // over its one link), as stagger-agent asks.
+  bool MayAnswer(int agent, absl::string_view key) const;
   void SendUp(int agent, lease::Up up);
   void SendDown(int agent, std::shared_ptr<const lease::Down> down);
   void Send(Message m);
