@@ -154,7 +154,9 @@ std::string DescribeFleet(const Scenario& s) {
                   Seconds(m.ttl));
   if (m.deaf_agents > 0) {
     absl::StrAppend(&out, "; ", m.deaf_agents,
-                    " never acknowledging a revoke");
+                    m.deaf_agents == 1 ? " whose stream goes quiet"
+                                       : " whose streams go quiet",
+                    " at the first set change");
   }
   return absl::StrCat(out, ")");
 }

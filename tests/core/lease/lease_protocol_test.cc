@@ -192,6 +192,27 @@ TEST_F(LeaseProtocolTest, AnAgentThatNeverAcksHoldsTheProbeOneTtlAtMost) {
   EXPECT_EQ(Admit(2).reason, engine::Reason::kHalfOpenProbe);
 }
 
+TEST_F(LeaseProtocolTest, AnAgentMissingTheChangeHoldsTheProbeOneTtlAtMost) {
+  AgentLink a(AgentOptions("node-1"));
+  const uint64_t s = Leased(a);
+  const absl::Time entered = mono_.Now();
+  for (int i = 0; i < 4; ++i) Report(engine::Outcome::kRetryableFailure);
+  wall_.Set(engine_->Inspect(kEp)->open_until);
+  // The push is lost (or the agent's reader is stuck); its flushes still
+  // go up and are answered with renewals for the newer set.
+  ASSERT_TRUE(replica_->Tick().has_value());
+  for (absl::Duration t = absl::ZeroDuration(); t < 3 * kTtl;
+       t += absl::Milliseconds(500)) {
+    Advance(absl::Milliseconds(500));
+    Exchange(a, s);
+  }
+  EXPECT_FALSE(a.LocalOk(kEp, mono_.Now()))
+      << "the agent took no renewal for a set newer than its copy";
+  ASSERT_GT(mono_.Now(), entered + kTtl + SendBound(absl::Milliseconds(200)));
+  EXPECT_EQ(Admit(2).reason, engine::Reason::kHalfOpenProbe)
+      << "no lease that could admit locally on the key has lived for a ttl";
+}
+
 TEST_F(LeaseProtocolTest, TheLeaseRunsFromWhenTheAgentSentNotWhenItHeard) {
   AgentLink a(AgentOptions("node-1"));
   const uint64_t s = Leased(a);
