@@ -2,13 +2,14 @@
 // a real browser: Debian's headless Chromium, driven by puppeteer-core,
 // against a real staggerd and real stagger-agents on loopback. staggerd is
 // seeded first (stagger_status_seed: an OPEN breaker, a Retry-After window
-// and a pause, on keys holding HTML), so its not-clear set has 3 entries;
+// pauses (one ahead of traffic, one of a prefix) and a disabled endpoint,
+// on keys holding HTML), so its not-clear set has 6 entries;
 // the agent is fed first attempts and successes on clear/0..19 (the
 // seed's traffic, through the agent) so that it answers under its lease.
 //
 // Checks, in order: the coordinator's row (calls up, stream UP, an
 // incarnation, the lease live with its time left, the copy's version and
-// 3 entries); the agent id shown as text (it holds HTML); the not-clear
+// 6 entries); the agent id shown as text (it holds HTML); the not-clear
 // entries as text, in target order, with why, replica and until, then
 // paged by 2 (Next, First); decisions answered under the lease counted;
 // the decisions chart draws 4 x 600 points and moves on; no console
@@ -105,48 +106,53 @@ test("stagger-agent's status page in headless Chromium", { timeout: 8 * WAIT_MS 
     assert.match(lease.word, /^live, \d+(\.\d)? (ms|s) left$/);
     assert.equal(lease.why, "its keys outside the set are answered here");
     assert.match(await page.$eval("#replicas td.set", (e) => e.textContent),
-                 /^v\d+, 3 entries$/, "the copy's version and size");
+                 /^v\d+, 6 entries$/, "the copy's version and size");
   });
 
   await t.test("the not-clear entries, as text, in target order", async () => {
-    await page.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 3);
+    await page.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 6);
     const rows = await entryRows(page);
     assert.deepEqual(rows.map((r) => r[0]), keys, "the seeded keys, as stored, in order");
     assert.equal(await page.$$eval("#not-clear td *", (els) => els.length), 0,
                  "a key's HTML became elements");
     const byKey = Object.fromEntries(rows.map((r) => [r[0], r]));
-    const [openKey, retryAfterKey, pausedKey] = SEEDED;
+    const [openKey, retryAfterKey, pausedKey, aheadKey, prefix, goneKey] = SEEDED;
     assert.deepEqual(byKey[openKey].slice(1, 4), ["endpoint", "BREAKER", coordinator]);
     assert.equal(byKey[openKey][4], "–", "a forced breaker has no until");
     assert.deepEqual(byKey[retryAfterKey].slice(1, 4), ["endpoint", "RETRY_AFTER", coordinator]);
     assert.match(byKey[retryAfterKey][4], /\(in \d+[sm]\)$/);
     assert.deepEqual(byKey[pausedKey].slice(1, 4), ["endpoint", "PAUSED", coordinator]);
     assert.match(byKey[pausedKey][4], /\(in \d+[sm]\)$/);
+    // A pause set ahead of traffic, a prefix pause and a disabled endpoint
+    // are entries too (the agent must not answer their keys).
+    assert.deepEqual(byKey[aheadKey].slice(1, 4), ["endpoint", "PAUSED", coordinator]);
+    assert.deepEqual(byKey[prefix].slice(1, 4), ["prefix", "PAUSED", coordinator]);
+    assert.deepEqual(byKey[goneKey].slice(1, 4), ["endpoint", "DISABLED", coordinator]);
     assert.equal(await page.$eval("#not-clear-info", (e) => e.textContent),
-                 "3 entries; 3 shown (pages of 100).");
+                 "6 entries; 6 shown (pages of 100).");
   });
 
   await t.test("the entries paged by target: Next, then First", async () => {
     const paged = await browser.newPage();
     paged.setDefaultTimeout(WAIT_MS);
-    await paged.goto(base + "?page_size=2", { waitUntil: "load" });
-    await paged.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 2);
-    assert.deepEqual((await entryRows(paged)).map((r) => r[0]), keys.slice(0, 2));
+    await paged.goto(base + "?page_size=4", { waitUntil: "load" });
+    await paged.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 4);
+    assert.deepEqual((await entryRows(paged)).map((r) => r[0]), keys.slice(0, 4));
     assert.equal(await paged.$eval("#not-clear-info", (e) => e.textContent),
-                 "3 entries; 2 shown (pages of 2), 1 more on the next pages.");
+                 "6 entries; 4 shown (pages of 4), 2 more on the next pages.");
     assert.equal(await paged.$eval("#first-page", (b) => b.disabled), true);
     await paged.click("#next-page");
     await paged.waitForFunction((last) => {
       const rows = document.querySelectorAll("#not-clear tr[data-target]");
-      return rows.length === 1 && rows[0].dataset.target === last;
-    }, {}, keys[2]);
+      return rows.length === 2 && rows[1].dataset.target === last;
+    }, {}, keys[5]);
     assert.equal(await paged.$eval("#not-clear-info", (e) => e.textContent),
-                 "1 entry after " + JSON.stringify(keys[1]) + "; 1 shown (pages of 2).");
+                 "2 entries after " + JSON.stringify(keys[3]) + "; 2 shown (pages of 4).");
     assert.equal(await paged.$eval("#next-page", (b) => b.disabled), true);
     assert.equal(await paged.$eval("#first-page", (b) => b.disabled), false);
     await paged.click("#first-page");
-    await paged.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 2);
-    assert.deepEqual((await entryRows(paged)).map((r) => r[0]), keys.slice(0, 2));
+    await paged.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 4);
+    assert.deepEqual((await entryRows(paged)).map((r) => r[0]), keys.slice(0, 4));
     await paged.close();
   });
 
@@ -218,8 +224,9 @@ test("stagger-agent's status page in headless Chromium", { timeout: 8 * WAIT_MS 
     assert.equal(await other.$$eval("#replicas td *:not(span)", (els) => els.length), 0,
                  "the member's HTML became elements");
     // The refused stream still brings the set: its entries, by that member.
-    await other.waitForFunction(() => document.querySelectorAll("#not-clear tr[data-target]").length === 3);
-    assert.deepEqual((await entryRows(other)).map((r) => r[3]), [member, member, member]);
+    await other.waitForFunction((n) => document.querySelectorAll("#not-clear tr[data-target]").length === n,
+                                {}, SEEDED.length);
+    assert.deepEqual((await entryRows(other)).map((r) => r[3]), SEEDED.map(() => member));
     await other.close();
     await stop(second);
   });
@@ -245,14 +252,15 @@ test("stagger-agent's status page in headless Chromium", { timeout: 8 * WAIT_MS 
       const b = document.getElementById("banner");
       return !b.hidden && b.textContent.includes("cannot reach stagger-agent");
     });
-    assert.equal(await page.$$eval("#not-clear tr[data-target]", (r) => r.length), 3,
+    assert.equal(await page.$$eval("#not-clear tr[data-target]", (r) => r.length), 6,
                  "the last rows stay");
   });
 });
 
-// The seed's three keys (stagger_status_seed seed), as it prints them.
+// The seed's six targets (stagger_status_seed seed), as it prints them.
 const SEEDED = ["orders/<b>open</b> & \"quoted\"", "pay/<i>rate-limited</i>",
-                "ship/paused 'now'"];
+                "ship/paused 'now'", "ahead/<u>maintenance</u>", "partner/<s>all</s>/",
+                "gone/<em>410</em>"];
 
 // Seeds staggerd at `coordinator`; resolves with the keys it printed.
 function seed(coordinator) {
