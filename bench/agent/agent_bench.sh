@@ -36,8 +36,9 @@
 #   9. the long tail again with FAIL_SHARE of the first attempts failing
 #      (each retried once, after the backoff its failure report's answer
 #      gives);
-#  10. the long tail straight to staggerd (DIRECT_DURATION): the reference
-#      of its coordinator CPU ratio.
+#  10. the long tail straight to staggerd (DIRECT_DURATION), healthy and
+#      failing: the references of the coordinator CPU ratios (and of the
+#      retries' waits).
 # Last, with the daemons stopped (the CPUs to itself):
 #  11. stagger-push-bench: its own staggerd and PUSH_STREAMS lease streams;
 #      push latency of PUSH_TRIALS keys entering one at a time, then of
@@ -270,10 +271,13 @@ say "long tail with $fail_share of first attempts failing ..."
 agents_run failing "${long[@]}" --endpoints="$long_endpoints" --fail_share="$fail_share" \
   --warmup=5s --duration="$long_duration"
 fail_line=$line
-say "long tail direct, $direct_duration ..."
+say "long tail direct, healthy then failing, $direct_duration each ..."
 direct_run long-direct "${long[@]}" --endpoints="$long_endpoints" --warmup=1s \
   --duration="$direct_duration"
 long_direct=$line
+direct_run failing-direct "${long[@]}" --endpoints="$long_endpoints" \
+  --fail_share="$fail_share" --warmup=1s --duration="$direct_duration"
+fail_direct=$line
 
 # 11. Pushes, on a staggerd of the push bench's own.
 cleanup
@@ -317,15 +321,20 @@ printf ' long_agents=%s long_endpoints=%s short_endpoints=%s long_rate=%s zipf=%
   "$fail_share" "$(seconds "$long_duration")"
 fields long_ "$long_line" "${coordinator_keys[@]}"
 fields short_ "$short_line" "${coordinator_keys[@]}"
-fields fail_ "$fail_line" "${coordinator_keys[@]}" failed retried retry_deferred gave_up unfinished
+fields fail_ "$fail_line" "${coordinator_keys[@]}" failed retried retry_deferred gave_up \
+  unfinished retry_wait_p50_ms retry_wait_p99_ms
 fields long_direct_ "$long_direct" achieved_per_sec coordinator_cpu_us_per_delivery
+fields fail_direct_ "$fail_direct" achieved_per_sec calls_per_delivery \
+  coordinator_cpu_us_per_delivery failed retried retry_wait_p50_ms retry_wait_p99_ms
 printf ' idle_seconds=%s idle_cpu_ms_per_sec=%s idle_cpu_us_per_long_delivery=%s' \
   "$idle_seconds" "$idle_cpu" "$(awk -v c="$idle_cpu" -v r="$long_rate" 'BEGIN { printf "%.2f", c * 1000 / r }')"
-for p in long short fail; do
+for p in long short; do
   l=${p}_line
   printf ' %s_cpu_ratio=%s' "$p" "$(ratio "$(field coordinator_cpu_us_per_delivery "${!l}")" \
     "$(field coordinator_cpu_us_per_delivery "$long_direct")")"
 done
+printf ' fail_cpu_ratio=%s' "$(ratio "$(field coordinator_cpu_us_per_delivery "$fail_line")" \
+  "$(field coordinator_cpu_us_per_delivery "$fail_direct")")"
 fields push_ "$push" streams trials readded
 fields "" "$push" push_p50_ms push_p99_ms push_max_ms push_before_answer mass_keys \
   mass_report_ms mass_push_p50_ms mass_push_p99_ms mass_push_max_ms mass_bytes_per_stream \

@@ -274,6 +274,20 @@ bool Drive(const Options& o, int64_t warm_end,
   return failed.empty();
 }
 
+RunShape ShapeOf(const Options& o) {
+  RunShape shape;
+  shape.targets = static_cast<int>(o.targets.size());
+  shape.threads = o.threads;
+  shape.rate = o.rate;
+  shape.seconds = absl::ToDoubleSeconds(o.duration);
+  shape.endpoints = o.endpoints;
+  shape.keys = o.zipf ? "zipf" : "uniform";
+  shape.zipf_exponent = o.zipf ? o.zipf_exponent : 0;
+  shape.seed = o.seed;
+  shape.fail_share = o.fail_share;
+  return shape;
+}
+
 int Main() {
   Options o;
   if (std::optional<std::string> err = ReadFlags(&o)) {
@@ -303,17 +317,7 @@ int Main() {
   for (auto& worker : workers) all.Merge(worker->stats());
   w.warmup_seconds = absl::ToDoubleSeconds(o.warmup);
   w.agents = static_cast<int>(o.agent_pids.size());
-  RunShape shape;
-  shape.targets = static_cast<int>(o.targets.size());
-  shape.threads = o.threads;
-  shape.rate = o.rate;
-  shape.seconds = absl::ToDoubleSeconds(o.duration);
-  shape.endpoints = o.endpoints;
-  shape.keys = o.zipf ? "zipf" : "uniform";
-  shape.zipf_exponent = o.zipf ? o.zipf_exponent : 0;
-  shape.seed = o.seed;
-  shape.fail_share = o.fail_share;
-  std::string line = absl::StrCat("result ", LoadFields(shape, all, w),
+  std::string line = absl::StrCat("result ", LoadFields(ShapeOf(o), all, w),
                                   CoordinatorFields(all, w));
   std::optional<VictimStats> r;
   if (o.victims_on) {
