@@ -19,8 +19,8 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9465",
           "Prometheus /metrics listen address (host:port; 0.0.0.0:9465 for "
           "every interface); empty disables metrics");
 ABSL_FLAG(std::string, status_address, "",
-          "host:port of a read-only status page (HTML and JSON: leases held, "
-          "lease streams, decisions); plain HTTP, bind it to loopback or a "
+          "host:port of a read-only status page (HTML and JSON: lease "
+          "streams and leases, not-clear entries, decisions); plain HTTP, bind it to loopback or a "
           "private interface; empty (the default) disables it");
 ABSL_FLAG(std::string, config, "",
           "a staggerd config file the fallback decides with (keep it the "

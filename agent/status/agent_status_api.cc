@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -32,11 +33,25 @@ const char* StreamState(const client::ReplicaStatus& r) {
   return r.stream_connected ? "UP" : "DOWN";
 }
 
+}  // namespace
+
+const char* LeaseState(const client::ReplicaStatus& r) {
+  if (!r.stream) return "OFF";
+  if (r.leased && r.in_sync) return "LIVE";
+  if (!r.refusal.empty()) return "REFUSED";
+  if (!r.in_sync && (r.stream_connected || r.leased)) return "OUT_OF_DATE";
+  if (!r.stream_connected) return "STREAM_DOWN";
+  return "NOT_GRANTED";
+}
+
+namespace {
+
 std::string Replica(const client::ReplicaStatus& r) {
   return absl::StrCat(
       "{\"name\":", JsonString(r.name), ",\"target\":", JsonString(r.target),
       ",\"up\":", Bool(r.up), ",\"serving\":", Bool(r.serving),
       ",\"stream\":\"", StreamState(r), "\",\"incarnation\":\"", r.incarnation,
+      "\",\"lease_state\":\"", LeaseState(r),
       "\",\"leased\":", Bool(r.leased), ",\"lease_left_ms\":",
       absl::ToInt64Milliseconds(r.lease_left), ",\"in_sync\":",
       Bool(r.in_sync), ",\"set_version\":\"", r.set_version,
@@ -52,6 +67,29 @@ std::string Entry(const client::NotClearEntry& e) {
       JsonString(e.scope), ",\"why\":", JsonString(e.why),
       ",\"replica\":", JsonString(e.replica), ",\"until\":",
       e.until == absl::InfinitePast() ? "null" : JsonTime(e.until), "}");
+}
+
+// One page of `source`'s entries after `after`: at most `page_size`, but
+// never a target's entries split over two pages (the next page starts
+// after a target). A page that would end inside a target's run ends
+// before it; if that run fills the page, the page takes all of it.
+client::LeaseStatus EntryPage(const LeaseSource& source,
+                              absl::string_view after, size_t page_size) {
+  for (size_t ask = page_size + 1;; ask *= 2) {
+    client::LeaseStatus s = source(after, ask);
+    std::vector<client::NotClearEntry>& e = s.not_clear;
+    if (e.size() <= page_size) return s;
+    const std::string& first_out = e[page_size].target;
+    size_t end = page_size;
+    while (end > 0 && e[end - 1].target == first_out) --end;
+    if (end == 0) {  // the run fills the page: to its end, if it is here
+      end = page_size;
+      while (end < e.size() && e[end].target == first_out) ++end;
+      if (end == e.size() && e.size() == ask) continue;
+    }
+    e.resize(end);
+    return s;
+  }
 }
 
 // {"lease": {"PROCEED": n, ...}, "coordinator": {...}, "fallback": {...}}
@@ -85,7 +123,8 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
   const absl::string_view after = params->Get("after").value_or("");
 
   const absl::Time now = clock_->Now();
-  const client::LeaseStatus s = leases_(after, static_cast<size_t>(*page_size));
+  const client::LeaseStatus s =
+      EntryPage(leases_, after, static_cast<size_t>(*page_size));
   const WaitingCounts waiting = info_.waiting ? info_.waiting() : WaitingCounts{};
   std::string replicas, entries;
   bool any_up = false;

@@ -21,9 +21,12 @@
 // (RetryLoop asks a waiting Admit for it, which staggerd answers early
 // with RELEASED once the endpoint is seen to recover: against staggerd the
 // last delivery goes when the last Retry-After window ends, about 13 s
-// into the run with the defaults); a deferred delivery is parked in
-// the worker queue until its defer time (the way a queue consumer would set
-// a redelivery delay) and the worker takes the next one. The run stops when
+// into the run with the defaults). A deferred delivery waits in its loop,
+// held by the coordinator (or sleeping when the fallback decides), until
+// it is let go (docs/CLIENT_CONTRACT.md). With a park limit set, a run that
+// ends deferred is parked in the worker queue until its defer time (the
+// way a queue consumer would set a redelivery delay) and the worker takes
+// the next one. The run stops when
 // every delivery has ended, or after --max_run_seconds (then the rest is
 // reported as parked; Cancel() interrupts every wait at once).
 //
@@ -379,7 +382,7 @@ void Worker(int id, stagger::client::CoordinatorClient* client,
     stagger::client::RetryLoop loop(client, stop, options);
 
     // The attempt: POST, map the HTTP status and Retry-After for Report.
-    auto attempt = [&](int) {
+    auto attempt = [&](const stagger::client::Attempt&) {
       const HttpResponse r = endpoint->Post();
       last_status = r.status;
       stagger::client::AttemptResult result;

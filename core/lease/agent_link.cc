@@ -37,6 +37,7 @@ std::vector<Up> AgentLink::OnOpen(absl::Time now) {
   connected_ = true;
   number_ = 0;
   sent_.clear();
+  refusal_.clear();  // each stream's first answer says it anew
   std::vector<Up> out;
   Up hello = NewUp(now);
   hello.hello = Hello{options_.agent_id, options_.incarnation,

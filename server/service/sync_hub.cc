@@ -20,12 +20,17 @@ grpc::ByteBuffer Serialize(const v1::SyncDown& down) {
 }  // namespace
 
 SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
-                 metrics::ServerMetrics* metrics, const engine::Clock* mono)
+                 metrics::ServerMetrics* metrics, const engine::Clock* mono,
+                 Attach attach)
     : metrics_(metrics),
       mono_(mono),
       sync_(std::make_unique<lease::ReplicaSync>(std::move(options), engine,
                                                  mono)) {
-  sync_->AttachToEngine();
+  if (attach) {
+    attach(*sync_);
+  } else {
+    sync_->AttachToEngine();
+  }
   sync_->set_on_pending([this] {
     absl::MutexLock l(&wake_mu_);
     woken_ = true;

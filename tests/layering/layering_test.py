@@ -1,7 +1,8 @@
 """layering: the house's layers hold (tests/layering/layers.py states them).
 
   1. Every source file includes only what its layer may (direct includes:
-     C++ includes, and the imports of client/python and client/node), no
+     C++ includes, and the imports of client/python, client/node and
+     client/go), no
      folder includes a folder that includes it back, and no source file
      lies outside every layer.
   2. The client's public headers (client/*.h) pull in, transitively, no
@@ -52,6 +53,9 @@ PLANTED = [
      "client/python/stagger/planted.py: includes requests"),
     ("client/node/src/planted.ts", 'import axios from "axios";\n',
      "client/node/src/planted.ts: includes axios"),
+    ("client/go/planted.go",
+     'package stagger\n\nimport (\n\t"fmt"\n\tredis "github.com/go-redis/redis"\n)\n',
+     "client/go/planted.go: includes github.com/go-redis/redis"),
     ("client/node/src/planted_up.ts",
      'import { x } from "../../../server/x";\n',
      "client/node/src/planted_up.ts: includes ../../../server/x"),

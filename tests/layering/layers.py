@@ -4,8 +4,9 @@ table says the same in words; tests/layering/architecture_doc_test.py holds
 the two to each other.
 
 Every C++ file under the source folders is read for its `#include` lines,
-every Python file of client/python for its imports and every TypeScript
-file of client/node/src for its imports. Each include is classified (the
+every Python file of client/python (but the wheel's build script) for its
+imports, every TypeScript file of client/node/src and every Go file of
+client/go (but its generated stubs, client/go/v1) for theirs. Each include is classified (the
 language's standard library, Abseil, protobuf, gRPC, prometheus-cpp,
 generated code, a test library, or a project folder or file) and held to
 its folder's rule below. Then the folder graph (folder A -> folder B if a
@@ -28,6 +29,14 @@ CXX = (".h", ".cc")
 # client/node's own sources (not its generated code, packages or output).
 NODE_SRC = "client/node/src"
 NODE_SKIPPED = ("client/node/src/gen/",)
+# client/python's own sources: not the wheel's build script (setup.py, which
+# runs setuptools and protoc) nor what an in-place wheel build leaves.
+PYTHON_SKIPPED = ("client/python/setup.py", "client/python/gen/",
+                  "client/python/build/")
+# client/go's own sources (its stubs are generated: stagger.dev/stagger/v1).
+GO_SRC = "client/go"
+GO_MODULE = "stagger.dev/stagger"
+GO_SKIPPED = ("client/go/v1/",)
 SKIPPED_DIRS = {"node_modules", "dist", "__pycache__"}
 
 # Library kinds, as the layer table of docs/ARCHITECTURE.md names them.
@@ -86,6 +95,7 @@ RULES = [
      ["client/.", "core/cli"]),
     ("client/python", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/node", {"std", "protobuf", "grpc", "proto"}, []),
+    ("client/go", {"std", "protobuf", "grpc", "proto"}, []),
     # The public headers: what a worker includes. Of core, only these
     # value types.
     ("client", {"std", "absl"},
@@ -154,6 +164,35 @@ def node_kind(rel, spec):
     return "library:" + spec
 
 
+GO_IMPORT_BLOCK = re.compile(r"^import\s*\((.*?)^\)", re.M | re.S)
+GO_IMPORT_LINE = re.compile(r'^import\s+(?:[\w.]+\s+)?"([^"]+)"', re.M)
+GO_SPEC = re.compile(r'^\s*(?:[\w.]+\s+)?"([^"]+)"', re.M)
+
+
+def go_imports(text):
+    """The import paths of a Go file."""
+    paths = GO_IMPORT_LINE.findall(text)
+    for block in GO_IMPORT_BLOCK.findall(text):
+        paths += GO_SPEC.findall(block)
+    return paths
+
+
+def go_kind(path):
+    """What a Go import of client/go is (its module is stagger.dev/stagger;
+    stagger.dev/stagger/v1 is generated)."""
+    if path == GO_MODULE + "/v1" or path.startswith(GO_MODULE + "/v1/"):
+        return "proto"
+    if path == GO_MODULE or path.startswith(GO_MODULE + "/"):
+        return "own"
+    if path == "google.golang.org/grpc" or path.startswith("google.golang.org/grpc/"):
+        return "grpc"
+    if path.startswith("google.golang.org/protobuf/"):
+        return "protobuf"
+    if "." not in path.split("/")[0]:
+        return "std"
+    return "library:" + path
+
+
 def admits(allowed, target, target_is_file):
     """Whether the allowed entry admits an include of `target` (a file's
     path if target_is_file, else a folder)."""
@@ -176,7 +215,9 @@ def is_source(rel):
     if rel.endswith(CXX) and rel.split("/")[0] in SOURCE_FOLDERS:
         return True
     if rel.startswith("client/python/") and rel.endswith(".py"):
-        return True
+        return not rel.startswith(PYTHON_SKIPPED)
+    if rel.startswith(GO_SRC + "/") and rel.endswith(".go"):
+        return not rel.startswith(GO_SKIPPED)
     return rel.startswith(NODE_SRC + "/") and rel.endswith(".ts") and \
         not rel.startswith(NODE_SKIPPED)
 
@@ -226,6 +267,9 @@ def includes_of(rel, text):
     elif rel.endswith(".py"):
         for module in python_imports(text):
             out.append((module, python_kind(module), None))
+    elif rel.endswith(".go"):
+        for path in go_imports(text):
+            out.append((path, go_kind(path), None))
     else:
         for m in TS_IMPORT.finditer(text):
             out.append((m.group(1), node_kind(rel, m.group(1)), None))

@@ -13,9 +13,9 @@
 //     --attempt_timeout_s; no answer in time is TIMEOUT), its status mapped
 //     by OutcomeFromHttpStatus and its Retry-After by ParseRetryAfter; a
 //     connection that fails is status 0 (RETRYABLE_FAILURE);
-//   * a DEFER ends RetryLoop's run: the delivery is parked for defer_for
-//     (the queue's redelivery delay, here a sleep) and resumed from
-//     next_attempt.
+//   * DEFERs are parked inside RetryLoop (park_limit is infinite); a run
+//     that still ends DEFERRED is parked for defer_for (a queue's
+//     redelivery delay, here a sleep) and resumed from next_attempt.
 // It writes --out (JSON; what the test reads):
 //   {"worker": NAME, "endpoint_key": KEY, "deliveries": [{"id", "end"
 //    (SUCCEEDED | GAVE_UP | ERROR), "reason" (GAVE_UP: the reason) or null,
@@ -317,15 +317,15 @@ void Deliver(Coordinator* client, const std::string& key, const HttpUrl& url,
   stagger::client::RetryLoopOptions options;
   options.deadline =
       absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_deadline_s));
-  const stagger::client::RetryLoop loop(&recorder, &never, options);
-  const absl::Duration timeout =
+  options.attempt_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_attempt_timeout_s));
-  auto attempt = [&](int n) {
+  const stagger::client::RetryLoop loop(&recorder, &never, options);
+  auto attempt = [&](const stagger::client::Attempt& a) {
     const HttpResponse r =
         Post(url,
-             absl::StrCat("{\"id\": ", Json(d->id), ", \"attempt\": ", n,
+             absl::StrCat("{\"id\": ", Json(d->id), ", \"attempt\": ", a.number,
                           ", \"worker\": ", Json(name), "}"),
-             timeout);
+             a.timeout);
     AttemptResult result;
     result.outcome = r.timed_out
                          ? Outcome::kTimeout
