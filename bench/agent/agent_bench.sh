@@ -148,7 +148,8 @@ EOF
 start() {
   local name=$1 pattern=$2; shift 2
   local err=$logs/$name.stderr
-  "$@" 2>"$err" &
+  : >"$err"  # exists before the first sed below, whenever the child opens it
+  "$@" 2>>"$err" &
   pid=$!
   pids+=("$pid")
   for _ in $(seq 1 300); do
