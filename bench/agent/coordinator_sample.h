@@ -3,12 +3,13 @@
 // its process (/proc/<pid>/stat, user + system, clock-tick resolution).
 // Two samples make the coordinator's cost of what happened between them.
 //
-// Coordinator calls (what calls_per_delivery counts): every unary RPC once
-// (stagger_rpc_duration_seconds_count, all methods: a batch call is one
-// call) and every lease-stream message once whatever it carries
-// (stagger_sync_messages_total, both directions). Decisions
-// (stagger_decisions_total) count batch items one each and are reported
-// beside them.
+// Coordinator calls (what calls_per_delivery counts, issue 25's
+// definition): every unary RPC once (stagger_rpc_duration_seconds_count,
+// all methods: a batch call is one call) and every lease-stream message IN
+// once, whatever it carries (stagger_sync_messages_total{direction="in"}).
+// The messages out (their answers, and the pushes of the not-clear set)
+// are kept apart: sync_out. Decisions (stagger_decisions_total) count
+// batch items one each and are reported beside them.
 #ifndef STAGGER_BENCH_AGENT_COORDINATOR_SAMPLE_H_
 #define STAGGER_BENCH_AGENT_COORDINATOR_SAMPLE_H_
 
@@ -26,7 +27,7 @@ struct CoordinatorSample {
   double sync_out = 0;
   double decisions = 0;
   double cpu_seconds = 0;  // 0 without a pid
-  double calls() const { return rpcs + sync_in + sync_out; }
+  double calls() const { return rpcs + sync_in; }
 };
 
 // The sum of every sample of metric `name` (any labels) in a Prometheus

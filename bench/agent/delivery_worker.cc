@@ -1,5 +1,6 @@
 #include "bench/agent/delivery_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <utility>
@@ -10,24 +11,23 @@
 
 namespace stagger::bench {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 void WorkerStats::Merge(WorkerStats& o) {
   started += o.started;
   delivered += o.delivered;
   local_admits += o.local_admits;
   not_admitted += o.not_admitted;
   failed += o.failed;
+  retried += o.retried;
+  retry_deferred += o.retry_deferred;
+  gave_up += o.gave_up;
+  unfinished += o.unfinished;
   unexpected += o.unexpected;
   errors += o.errors;
   if (first_error.empty()) first_error = o.first_error;
   delivery.Merge(o.delivery);
   admit.Merge(o.admit);
   report.Merge(o.report);
+  retry_wait.Merge(o.retry_wait);
   admits.insert(admits.end(), std::make_move_iterator(o.admits.begin()),
                 std::make_move_iterator(o.admits.end()));
   failures.insert(failures.end(), std::make_move_iterator(o.failures.begin()),
@@ -37,14 +37,10 @@ void WorkerStats::Merge(WorkerStats& o) {
 }
 
 DeliveryWorker::DeliveryWorker(WorkerOptions options, const DriveClock* clock)
-    : o_(std::move(options)), clock_(clock), next_key_(o_.first_key) {
-  // first_key + k * key_stride < endpoints, k = 0, 1, ...
-  keys_ = o_.first_key < o_.endpoints
-              ? (o_.endpoints - 1 - o_.first_key) / o_.key_stride + 1
-              : 1;
-  admit_.set_attempt(1);
-  report_.set_attempt(1);
-}
+    : o_(std::move(options)),
+      clock_(clock),
+      next_key_(o_.first_key),
+      rng_(WorkerSeed(o_.seed, static_cast<uint64_t>(o_.channel_index))) {}
 
 bool DeliveryWorker::Connect(absl::Duration timeout) {
   grpc::ChannelArguments args;
@@ -68,25 +64,40 @@ void DeliveryWorker::Run() {
   // Workers of one target start spread over one interval, not together.
   int64_t next = NowNs() + (interval * (o_.channel_index % 16)) / 16;
   while (true) {
-    int64_t now = NowNs();
-    if (now >= clock_->end()) return;
-    if (interval > 0) {
-      if (next > now) {
-        absl::SleepFor(absl::Nanoseconds(next - now));
-        now = NowNs();
-        if (now >= clock_->end()) return;
-      }
-      next = std::max(next + interval, now - kMaxLagNs);
+    const int64_t now = NowNs();
+    if (now >= clock_->end()) break;
+    if (!retries_.empty() && retries_.top().due_ns <= now) {
+      RetryNext();
+      continue;
     }
+    if (interval > 0 && next > now) {
+      int64_t wake = std::min(next, clock_->end());
+      if (!retries_.empty()) wake = std::min(wake, retries_.top().due_ns);
+      SleepUntil(wake);
+      continue;
+    }
+    if (interval > 0) next = std::max(next + interval, now - kMaxLagNs);
     Deliver(now);
   }
+  // The deliveries started in the window end: their retries, when due.
+  const int64_t drain_end = clock_->end() + kMaxDrainNs;
+  while (!retries_.empty() && retries_.top().due_ns < drain_end) {
+    SleepUntil(retries_.top().due_ns);
+    RetryNext();
+  }
+  for (; !retries_.empty(); retries_.pop()) {
+    if (retries_.top().measured) ++stats_.unfinished;
+  }
+}
+
+void DeliveryWorker::SleepUntil(int64_t t) {
+  const int64_t now = NowNs();
+  if (t > now) absl::SleepFor(absl::Nanoseconds(t - now));
 }
 
 int DeliveryWorker::NextKey(int64_t now) {
   int first = 0, last = 0;
   if (o_.victims != nullptr) o_.victims->ActiveAt(now, &first, &last);
-  int victim = -1;
-  absl::string_view key;
   if (last > first && (victim_credit_ += o_.victim_share) >= 1) {
     victim_credit_ -= 1;
     // Four in five to the victims in focus, if any; the rest to all.
@@ -94,29 +105,32 @@ int DeliveryWorker::NextKey(int64_t now) {
     if (++victim_picks_ % 5 != 0) {
       o_.victims->FocusAt(now, &focus_first, &focus_last);
     }
+    int victim = 0;
     if (focus_last > focus_first) {
       victim = focus_first +
                static_cast<int>(focus_turn_++ % (focus_last - focus_first));
     } else {
       victim = first + static_cast<int>(victim_turn_++ % (last - first));
     }
-    key = VictimKey(victim, key_buf_);
-  } else {
-    key = FormatKey(static_cast<uint64_t>(next_key_), key_buf_);
-    next_key_ = (next_key_ + o_.key_stride) % o_.endpoints;
-    CountLap(now);
+    SetKey(VictimKey(victim, key_buf_));
+    return victim;
   }
-  admit_.set_endpoint(key.data(), key.size());
-  report_.set_endpoint(key.data(), key.size());
-  return victim;
+  if (o_.zipf != nullptr) {
+    key_id_ = static_cast<uint64_t>(o_.zipf->Rank(rng_.Unit()));
+  } else {
+    key_id_ = static_cast<uint64_t>(next_key_);
+    next_key_ = (next_key_ + o_.key_stride) % o_.endpoints;
+  }
+  // Drawn for every background delivery, so the keys drawn do not depend
+  // on fail_share.
+  fail_next_ = rng_.Unit() < o_.fail_share;
+  SetKey(FormatKey(key_id_, key_buf_));
+  return -1;
 }
 
-void DeliveryWorker::CountLap(int64_t now) {
-  if (lap_keys_++ == 0) lap_start_ns_ = now;
-  if (lap_keys_ == keys_) {
-    covered_from_.store(lap_start_ns_, std::memory_order_relaxed);
-    lap_keys_ = 0;
-  }
+void DeliveryWorker::SetKey(absl::string_view key) {
+  admit_.set_endpoint(key.data(), key.size());
+  report_.set_endpoint(key.data(), key.size());
 }
 
 bool DeliveryWorker::Call(bool admit, int64_t* sent, int64_t* answered) {
@@ -142,6 +156,7 @@ void DeliveryWorker::RecordError(const grpc::Status& s) {
 void DeliveryWorker::Deliver(int64_t start) {
   const bool measured = start >= clock_->measure_from();
   const int victim = NextKey(start);
+  admit_.set_attempt(1);
   int64_t a0 = 0, a1 = 0;
   if (!Call(/*admit=*/true, &a0, &a1)) return;
   const v1::Decision& d = admit_resp_.decision();
@@ -159,7 +174,10 @@ void DeliveryWorker::Deliver(int64_t start) {
     }
   }
   if (!proceed) return;
-  const bool fails = victim >= 0 && o_.victims->IsDown(victim, NowNs());
+  // A victim's outcome is its phase when the attempt "is sent".
+  const bool fails =
+      victim >= 0 ? o_.victims->IsDown(victim, NowNs()) : fail_next_;
+  report_.set_attempt(1);
   report_.set_outcome(fails ? v1::RETRYABLE_FAILURE : v1::SUCCESS);
   report_.set_admission(d.admission());
   int64_t r0 = 0, r1 = 0;
@@ -168,8 +186,11 @@ void DeliveryWorker::Deliver(int64_t start) {
   if (!ok) return;
   const v1::Decision& r = report_resp_.decision();
   if (fails) {
-    stats_.failures.push_back({victim, o_.target_index, r0, r1, r.reason()});
+    if (victim >= 0) {
+      stats_.failures.push_back({victim, o_.target_index, r0, r1, r.reason()});
+    }
     if (measured) ++stats_.failed;
+    if (victim < 0) Schedule(r, measured);
     return;
   }
   if (!measured) return;
@@ -180,6 +201,51 @@ void DeliveryWorker::Deliver(int64_t start) {
   ++stats_.delivered;
   stats_.report.Record(r1 - r0);
   stats_.delivery.Record(r1 - a0);
+}
+
+void DeliveryWorker::Schedule(const v1::Decision& d, bool measured) {
+  const auto ns = [](const google::protobuf::Duration& x) {
+    return x.seconds() * 1000000000 + x.nanos();
+  };
+  int64_t wait = 0;
+  if (d.verdict() == v1::PROCEED) {
+    wait = ns(d.delay());
+  } else if (d.verdict() == v1::DEFER) {
+    wait = ns(d.defer_for());
+  } else {
+    if (measured) ++stats_.gave_up;
+    return;
+  }
+  if (measured) stats_.retry_wait.Record(wait);
+  wait = std::clamp<int64_t>(wait, 0, o_.max_retry_wait_ns);
+  retries_.push({NowNs() + wait, key_id_, measured});
+}
+
+void DeliveryWorker::RetryNext() {
+  const Retry retry = retries_.top();
+  retries_.pop();
+  key_id_ = retry.key;
+  SetKey(FormatKey(retry.key, key_buf_));
+  admit_.set_attempt(2);
+  int64_t a0 = 0, a1 = 0;
+  if (!Call(/*admit=*/true, &a0, &a1)) return;
+  const v1::Decision& d = admit_resp_.decision();
+  if (d.verdict() != v1::PROCEED) {
+    if (d.verdict() == v1::DEFER && retry.measured) ++stats_.retry_deferred;
+    Schedule(d, retry.measured);  // DEFER: again at its time; else ended
+    return;
+  }
+  report_.set_attempt(2);
+  report_.set_outcome(v1::SUCCESS);
+  report_.set_admission(d.admission());
+  int64_t r0 = 0, r1 = 0;
+  if (!Call(/*admit=*/false, &r0, &r1) || !retry.measured) return;
+  if (report_resp_.decision().verdict() != v1::DONE) {
+    ++stats_.unexpected;
+    return;
+  }
+  ++stats_.delivered;
+  ++stats_.retried;
 }
 
 }  // namespace stagger::bench

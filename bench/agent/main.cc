@@ -4,17 +4,17 @@
 //
 // --threads workers (delivery_worker.h), each with its own connection to
 // one of --targets (worker i to target i mod N), share --rate deliveries/s
-// (0: closed loop, as fast as they go). Deliveries run for --warmup (with
-// --warmup_covers, until every worker has also delivered to each of its keys
-// once since then), then --duration is measured. With --coordinator_metrics
-// (and
-// --coordinator_pid), staggerd is sampled as the measured window opens and
-// again once the last delivery ended: its calls and CPU per delivery.
-// With --revoke, victim endpoints (victim_schedule.h) fail in turn during
-// the measured window, and the revoke analysis (revoke_analysis.h) runs.
+// (0: closed loop, as fast as they go), on background keys chosen
+// uniformly or by Zipf (--keys; key_choice.h), a --fail_share of them
+// failing once and retried. Deliveries run for --warmup, then --duration is
+// measured. With --coordinator_metrics (and --coordinator_pid), staggerd is
+// sampled as the measured window opens and again once the last delivery
+// ended: its calls and CPU per delivery.
+// With --victims, victim endpoints (victim_schedule.h) fail in turn during
+// the measured window, and the victim analysis (victim_analysis.h) runs.
 //
 // Last line of stdout, machine-readable: "result key=value ...".
-// Exit status: 0 ok; 1 RPC errors, no delivery, or (--revoke) no victim
+// Exit status: 0 ok; 1 RPC errors, no delivery, or (--victims) no victim
 // tripped; 2 bad flags, a target not reachable, or a sample failed.
 #include <sys/resource.h>
 
@@ -34,8 +34,8 @@
 #include "absl/time/clock.h"
 #include "bench/agent/coordinator_sample.h"
 #include "bench/agent/delivery_worker.h"
-#include "bench/agent/revoke_analysis.h"
 #include "bench/agent/run_report.h"
+#include "bench/agent/victim_analysis.h"
 #include "core/cli/usage.h"
 
 ABSL_FLAG(std::string, targets, "",
@@ -45,10 +45,19 @@ ABSL_FLAG(int, threads, 32, "worker threads, one connection each; 1..4096");
 ABSL_FLAG(double, rate, 0,
           "offered deliveries per second over all workers; 0: closed loop");
 ABSL_FLAG(int64_t, endpoints, 1000, "background endpoint keys, >= 1");
+ABSL_FLAG(std::string, keys, "uniform",
+          "how background keys are chosen: uniform (each target's workers "
+          "cycle over every key) or zipf (drawn, Zipf(--zipf_exponent))");
+ABSL_FLAG(double, zipf_exponent, 1.0, "--keys=zipf: the exponent, [0, 10]");
+ABSL_FLAG(uint64_t, seed, 1,
+          "seeds each worker's draws of keys and failing attempts");
+ABSL_FLAG(double, fail_share, 0,
+          "share of background first attempts that fail and are retried "
+          "once, [0, 1]");
+ABSL_FLAG(absl::Duration, max_retry_wait, absl::Seconds(1),
+          "--fail_share: a retry waits what its failure report's answer "
+          "says, at most this; >= 0");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(3), "unmeasured time first");
-ABSL_FLAG(bool, warmup_covers, false,
-          "the warm-up also lasts until every worker has delivered to each "
-          "of its keys once after --warmup (at most 60 s more)");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measured time");
 ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(5), "deadline per call");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(20),
@@ -58,22 +67,22 @@ ABSL_FLAG(std::string, coordinator_metrics, "",
 ABSL_FLAG(int, coordinator_pid, 0, "staggerd's pid, for its CPU time; 0: none");
 ABSL_FLAG(std::string, agent_pids, "",
           "comma-separated pids of the agents, for their CPU time");
-ABSL_FLAG(bool, revoke, false, "drive failing victim endpoints (see above)");
+ABSL_FLAG(bool, victims, false, "drive failing victim endpoints (see above)");
 ABSL_FLAG(absl::Duration, victim_warm, absl::Milliseconds(400),
-          "--revoke: a victim's healthy phase");
+          "--victims: a victim's healthy phase");
 ABSL_FLAG(absl::Duration, victim_down, absl::Milliseconds(800),
-          "--revoke: its down phase (every attempt fails)");
+          "--victims: its down phase (every attempt fails)");
 ABSL_FLAG(absl::Duration, victim_up, absl::Milliseconds(800),
-          "--revoke: its recovered phase (probes close the breaker)");
+          "--victims: its recovered phase (probes close the breaker)");
 ABSL_FLAG(absl::Duration, victim_spacing, absl::Milliseconds(250),
-          "--revoke: between the starts of consecutive victims");
+          "--victims: between the starts of consecutive victims");
 ABSL_FLAG(double, victim_share, 0.5,
-          "--revoke: share of deliveries on the victims driven now, [0, 1]");
+          "--victims: share of deliveries on the victims driven now, [0, 1]");
 ABSL_FLAG(std::string, victim_log, "",
-          "--revoke: write each tripped victim's result, and the local "
+          "--victims: write each tripped victim's result, and the local "
           "answers on it after open_lo, to this file");
 ABSL_FLAG(int, half_open_probes, 5,
-          "--revoke: staggerd's breaker.half_open_probes (the quota checked)");
+          "--victims: staggerd's breaker.half_open_probes (the quota checked)");
 
 namespace stagger::bench {
 namespace {
@@ -83,12 +92,16 @@ struct Options {
   int threads = 1;
   double rate = 0;
   int64_t endpoints = 1;
+  bool zipf = false;
+  double zipf_exponent = 1;
+  uint64_t seed = 1;
+  double fail_share = 0;
+  absl::Duration max_retry_wait;
   absl::Duration warmup, duration, call_timeout, connect_timeout;
-  bool warmup_covers = false;
   std::string metrics;
   int pid = 0;
   std::vector<int> agent_pids;
-  bool revoke = false;
+  bool victims_on = false;
   VictimSchedule victims;  // durations only; start and count set at run
   double victim_share = 0;
   int half_open_probes = 1;
@@ -96,7 +109,7 @@ struct Options {
 };
 
 std::optional<std::string> ReadVictimFlags(Options* o) {
-  o->revoke = absl::GetFlag(FLAGS_revoke);
+  o->victims_on = absl::GetFlag(FLAGS_victims);
   o->victims.warm_ns = absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_victim_warm));
   o->victims.down_ns = absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_victim_down));
   o->victims.up_ns = absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_victim_up));
@@ -117,6 +130,28 @@ std::optional<std::string> ReadVictimFlags(Options* o) {
   return std::nullopt;
 }
 
+std::optional<std::string> ReadKeyFlags(Options* o) {
+  const std::string keys = absl::GetFlag(FLAGS_keys);
+  if (keys != "uniform" && keys != "zipf") {
+    return absl::StrCat("--keys: \"", keys, "\" is neither uniform nor zipf");
+  }
+  o->zipf = keys == "zipf";
+  o->zipf_exponent = absl::GetFlag(FLAGS_zipf_exponent);
+  o->seed = absl::GetFlag(FLAGS_seed);
+  o->fail_share = absl::GetFlag(FLAGS_fail_share);
+  o->max_retry_wait = absl::GetFlag(FLAGS_max_retry_wait);
+  if (o->max_retry_wait < absl::ZeroDuration()) {
+    return "--max_retry_wait must be >= 0";
+  }
+  if (!(o->zipf_exponent >= 0 && o->zipf_exponent <= 10)) {
+    return "--zipf_exponent must be in [0, 10]";
+  }
+  if (!(o->fail_share >= 0 && o->fail_share <= 1)) {
+    return "--fail_share must be in [0, 1]";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> ReadFlags(Options* o) {
   for (absl::string_view t :
        absl::StrSplit(absl::GetFlag(FLAGS_targets), ',', absl::SkipEmpty())) {
@@ -127,7 +162,6 @@ std::optional<std::string> ReadFlags(Options* o) {
   o->rate = absl::GetFlag(FLAGS_rate);
   o->endpoints = absl::GetFlag(FLAGS_endpoints);
   o->warmup = absl::GetFlag(FLAGS_warmup);
-  o->warmup_covers = absl::GetFlag(FLAGS_warmup_covers);
   o->duration = absl::GetFlag(FLAGS_duration);
   o->call_timeout = absl::GetFlag(FLAGS_call_timeout);
   o->connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
@@ -150,10 +184,7 @@ std::optional<std::string> ReadFlags(Options* o) {
   if (o->pid != 0 && o->metrics.empty()) {
     return "--coordinator_pid needs --coordinator_metrics";
   }
-  if (o->warmup_covers && absl::GetFlag(FLAGS_revoke)) {
-    return "--warmup_covers and --revoke: the victims' schedule starts at a "
-           "fixed time; use --warmup alone with --revoke";
-  }
+  if (std::optional<std::string> err = ReadKeyFlags(o)) return err;
   return ReadVictimFlags(o);
 }
 
@@ -166,7 +197,8 @@ double DriverCpuSeconds() {
 
 
 std::vector<std::unique_ptr<DeliveryWorker>> MakeWorkers(
-    const Options& o, const DriveClock* clock, const VictimSchedule* victims) {
+    const Options& o, const DriveClock* clock, const VictimSchedule* victims,
+    const ZipfTable* zipf) {
   std::vector<std::unique_ptr<DeliveryWorker>> workers;
   const int n = static_cast<int>(o.targets.size());
   for (int i = 0; i < o.threads; ++i) {
@@ -180,6 +212,10 @@ std::vector<std::unique_ptr<DeliveryWorker>> MakeWorkers(
     const int64_t per_target = (o.threads - 1 - i % n) / n + 1;
     w.first_key = (i / n) % o.endpoints;
     w.key_stride = per_target;
+    w.zipf = zipf;
+    w.seed = o.seed;
+    w.fail_share = o.fail_share;
+    w.max_retry_wait_ns = absl::ToInt64Nanoseconds(o.max_retry_wait);
     w.victim_share = o.victim_share;
     w.victims = victims;
     w.call_timeout = o.call_timeout;
@@ -201,38 +237,16 @@ bool ConnectAll(const Options& o,
   return true;
 }
 
-// Waits out the warm-up, which ends at `warm_end` or, with
-// --warmup_covers, once every worker has covered its keys since then (at
-// most kMaxCover later); then opens the measured window.
-void EndWarmup(const Options& o, int64_t warm_end, DriveClock& clock,
-               const std::vector<std::unique_ptr<DeliveryWorker>>& workers) {
-  constexpr int64_t kMaxCover = int64_t{60} * 1000 * 1000 * 1000;
-  absl::SleepFor(absl::Nanoseconds(warm_end - NowNs()));
-  if (!o.warmup_covers) return;  // the window was set before the start
-  const auto covered = [&] {
-    for (const auto& w : workers) {
-      if (!w->covered_since(warm_end)) return false;
-    }
-    return true;
-  };
-  while (!covered() && NowNs() < warm_end + kMaxCover) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  const int64_t from = NowNs();
-  clock.end_ns.store(from + absl::ToInt64Nanoseconds(o.duration));
-  clock.measure_from_ns.store(from);
-}
-
 // Runs the workers; samples the coordinator (and the CPU times) when the
 // measured window opens and once every worker is done. False (after a
 // message) if a sample failed.
-bool Drive(const Options& o, int64_t warm_end, DriveClock& clock,
+bool Drive(const Options& o, int64_t warm_end,
            std::vector<std::unique_ptr<DeliveryWorker>>& workers, Window* w) {
   std::vector<std::thread> threads;
   for (auto& worker : workers) {
     threads.emplace_back([&worker] { worker->Run(); });
   }
-  EndWarmup(o, warm_end, clock, workers);
+  absl::SleepFor(absl::Nanoseconds(warm_end - NowNs()));
   std::string failed;
   const auto sample = [&](std::optional<CoordinatorSample>* out) {
     if (o.metrics.empty()) return;
@@ -242,9 +256,11 @@ bool Drive(const Options& o, int64_t warm_end, DriveClock& clock,
   };
   const absl::StatusOr<double> agents0 = CpuOf(o.agent_pids);
   const double driver0 = DriverCpuSeconds();
+  const int64_t from = NowNs();
   sample(&w->before);
   for (std::thread& t : threads) t.join();
   sample(&w->after);
+  w->sample_seconds = static_cast<double>(NowNs() - from) / 1e9;
   const absl::StatusOr<double> agents1 = CpuOf(o.agent_pids);
   w->driver_cpu = DriverCpuSeconds() - driver0;
   if (agents0.ok() && agents1.ok()) w->agent_cpu = *agents1 - *agents0;
@@ -258,6 +274,20 @@ bool Drive(const Options& o, int64_t warm_end, DriveClock& clock,
   return failed.empty();
 }
 
+RunShape ShapeOf(const Options& o) {
+  RunShape shape;
+  shape.targets = static_cast<int>(o.targets.size());
+  shape.threads = o.threads;
+  shape.rate = o.rate;
+  shape.seconds = absl::ToDoubleSeconds(o.duration);
+  shape.endpoints = o.endpoints;
+  shape.keys = o.zipf ? "zipf" : "uniform";
+  shape.zipf_exponent = o.zipf ? o.zipf_exponent : 0;
+  shape.seed = o.seed;
+  shape.fail_share = o.fail_share;
+  return shape;
+}
+
 int Main() {
   Options o;
   if (std::optional<std::string> err = ReadFlags(&o)) {
@@ -266,35 +296,33 @@ int Main() {
   }
   DriveClock clock;
   VictimSchedule victims = o.victims;
-  auto workers = MakeWorkers(o, &clock, o.revoke ? &victims : nullptr);
+  std::optional<ZipfTable> zipf;
+  if (o.zipf) zipf.emplace(o.endpoints, o.zipf_exponent);
+  auto workers = MakeWorkers(o, &clock, o.victims_on ? &victims : nullptr,
+                             zipf ? &*zipf : nullptr);
   if (!ConnectAll(o, workers)) return 2;
   const int64_t window = absl::ToInt64Nanoseconds(o.duration);
   const int64_t warm_end = NowNs() + absl::ToInt64Nanoseconds(o.warmup);
-  if (!o.warmup_covers) {
-    clock.measure_from_ns.store(warm_end);
-    clock.end_ns.store(warm_end + window);
-  }
+  clock.measure_from_ns.store(warm_end);
+  clock.end_ns.store(warm_end + window);
   victims.start_ns = warm_end;
-  victims.count = o.revoke ? VictimSchedule::CountFor(
+  victims.count = o.victims_on ? VictimSchedule::CountFor(
                                  window, victims.warm_ns + victims.down_ns +
                                              victims.up_ns,
                                  victims.spacing_ns)
                            : 0;
   Window w;
-  const bool sampled = Drive(o, warm_end, clock, workers, &w);
+  const bool sampled = Drive(o, warm_end, workers, &w);
   WorkerStats all;
   for (auto& worker : workers) all.Merge(worker->stats());
-  w.warmup_seconds =
-      static_cast<double>(clock.measure_from() - warm_end) / 1e9 +
-      absl::ToDoubleSeconds(o.warmup);
-  const RunShape shape{static_cast<int>(o.targets.size()), o.threads, o.rate,
-                       absl::ToDoubleSeconds(o.duration)};
-  std::string line = absl::StrCat("result ", LoadFields(shape, all, w),
+  w.warmup_seconds = absl::ToDoubleSeconds(o.warmup);
+  w.agents = static_cast<int>(o.agent_pids.size());
+  std::string line = absl::StrCat("result ", LoadFields(ShapeOf(o), all, w),
                                   CoordinatorFields(all, w));
-  std::optional<RevokeStats> r;
-  if (o.revoke) {
-    r = AnalyzeRevokes(victims, all.admits, all.failures, o.half_open_probes);
-    absl::StrAppend(&line, RevokeFields(*r, o.half_open_probes));
+  std::optional<VictimStats> r;
+  if (o.victims_on) {
+    r = AnalyzeVictims(victims, all.admits, all.failures, o.half_open_probes);
+    absl::StrAppend(&line, VictimFields(*r, o.half_open_probes));
     if (!o.victim_log.empty() &&
         !WriteVictimLog(o.victim_log, victims, *r, all.admits,
                         all.failures)) {

@@ -1,6 +1,5 @@
 // The output of stagger-agent-load: the fields of its result line
-// (bench/agent/README.md defines each) and the revoke benchmark's victim
-// log.
+// (bench/agent/README.md defines each) and the victim run's log.
 #ifndef STAGGER_BENCH_AGENT_RUN_REPORT_H_
 #define STAGGER_BENCH_AGENT_RUN_REPORT_H_
 
@@ -10,7 +9,7 @@
 
 #include "bench/agent/coordinator_sample.h"
 #include "bench/agent/delivery_worker.h"
-#include "bench/agent/revoke_analysis.h"
+#include "bench/agent/victim_analysis.h"
 #include "bench/agent/victim_schedule.h"
 
 namespace stagger::bench {
@@ -21,6 +20,8 @@ struct Window {
   double agent_cpu = 0;   // seconds over the window, all agents
   double driver_cpu = 0;  // seconds over the window
   double warmup_seconds = 0;
+  double sample_seconds = 0;  // between the two samples of staggerd
+  int agents = 0;             // agents whose pids were given
 };
 
 // The run's set-up, as printed.
@@ -29,6 +30,11 @@ struct RunShape {
   int threads = 0;
   double rate = 0;     // offered deliveries/s, 0: closed loop
   double seconds = 0;  // the measured window
+  int64_t endpoints = 0;
+  std::string keys;          // uniform or zipf
+  double zipf_exponent = 0;  // 0 unless zipf
+  uint64_t seed = 0;
+  double fail_share = 0;
 };
 
 // The fields every run prints: rates, counts, latencies, CPU.
@@ -37,15 +43,15 @@ std::string LoadFields(const RunShape& o, const WorkerStats& s,
 // staggerd's cost over the window, per delivery (" key=value..."; empty
 // if it was not sampled).
 std::string CoordinatorFields(const WorkerStats& s, const Window& w);
-// The revoke analysis (" key=value...").
-std::string RevokeFields(const RevokeStats& r, int quota);
+// The victim analysis (" key=value...").
+std::string VictimFields(const VictimStats& r, int quota);
 
 // Writes the tripped victims one by one (times in ms from the victim's
 // down phase, or from open_lo for the local answers after it), and every
 // call on each victim with a leak, for a look at the tail. False if the
 // file cannot be written.
 bool WriteVictimLog(const std::string& path, const VictimSchedule& s,
-                    const RevokeStats& r, const std::vector<AdmitRecord>& a,
+                    const VictimStats& r, const std::vector<AdmitRecord>& a,
                     const std::vector<FailureRecord>& failures);
 
 }  // namespace stagger::bench

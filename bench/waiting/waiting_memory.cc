@@ -17,7 +17,6 @@
 // too), and a gRPC memory quota of 8 GiB (each call's state counts
 // against it).
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,7 +24,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/child_process.h"
 #include "core/cli/usage.h"
 #include "grpcpp/grpcpp.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
@@ -50,46 +49,8 @@ namespace {
 
 constexpr char kEp[] = "https://held.example";
 
-// A child process whose stderr is read for its "listening on" line.
-struct Child {
-  pid_t pid = -1;
-  std::string line;  // the "listening on" line
-};
-
-Child Spawn(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (pipe(fds) != 0) std::abort();
-  Child c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    dup2(fds[1], 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  FILE* err = fdopen(fds[0], "r");
-  char buf[4096];
-  while (fgets(buf, sizeof(buf), err) != nullptr) {
-    if (std::string(buf).find("listening on") != std::string::npos) {
-      c.line = buf;
-      break;
-    }
-  }
-  std::thread([err] {
-    char b[4096];
-    while (fgets(b, sizeof(b), err) != nullptr) {
-    }
-    fclose(err);
-  }).detach();
-  return c;
-}
+using Child = stagger::bench::ChildProcess;
+using stagger::bench::MatchFirst;
 
 int64_t RssBytes(pid_t pid) {
   std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
@@ -102,11 +63,6 @@ int64_t RssBytes(pid_t pid) {
     }
   }
   return -1;
-}
-
-std::string Match(const std::string& text, const std::string& re) {
-  std::smatch m;
-  return std::regex_search(text, m, std::regex(re)) ? m[1].str() : "";
 }
 
 std::shared_ptr<grpc::Channel> OwnChannel(const std::string& target, int i) {
@@ -215,18 +171,18 @@ int main(int argc, char** argv) {
   const std::string config = dir + "/config.textproto";
   std::ofstream(config) << "default_policy { breaker { consecutive_failures: 3 "
                            "open_base { seconds: 600 } open_max { seconds: 600 } } }\n";
-  Child sd = Spawn({absl::GetFlag(FLAGS_staggerd), "--address=127.0.0.1:0",
+  Child sd = Child::Spawn({absl::GetFlag(FLAGS_staggerd), "--address=127.0.0.1:0",
                     "--metrics_address=127.0.0.1:0", "--config=" + config,
                     absl::StrCat("--max_waiting_calls=", n + 1000),
                     absl::StrCat("--max_agent_held_calls=", n + 1000),
                     "--memory_quota_bytes=8589934592", "--drain_timeout=60s"});
-  const std::string port = Match(sd.line, "listening on 127.0.0.1:(\\d+)");
-  const std::string metrics = Match(sd.line, "metrics on port (\\d+)");
+  const std::string port = MatchFirst(sd.line, "listening on 127.0.0.1:(\\d+)");
+  const std::string metrics = MatchFirst(sd.line, "metrics on port (\\d+)");
   std::string target = "127.0.0.1:" + port;
   Trip(target);
   Child agent;
   if (!absl::GetFlag(FLAGS_agent).empty()) {
-    agent = Spawn({absl::GetFlag(FLAGS_agent), "--listen=unix:" + dir + "/a.sock",
+    agent = Child::Spawn({absl::GetFlag(FLAGS_agent), "--listen=unix:" + dir + "/a.sock",
                    "--coordinator=" + target, "--metrics_address=",
                    absl::StrCat("--max_waiting_calls=", n + 1000)});
     target = "unix:" + dir + "/a.sock";

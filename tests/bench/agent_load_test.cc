@@ -1,15 +1,21 @@
-// stagger-agent-load's pure parts on records made up by hand: the victim
-// schedule, the revoke analysis (the bounds of the opening, the revoke
-// time, leaks, holders, probes per half-open period), the victim log and
-// the /metrics parsing. No network, no clock.
+// The agent benchmarks' pure parts on records made up by hand: the key
+// choice (Zipf, seeds), the victim schedule, the victim analysis (the
+// bounds of the opening, the time local answers stop, local answers after
+// the opening, the agents answering, probes per half-open period), the
+// victim log, the /metrics parsing, the calls per delivery, and the push
+// bench's latencies and bytes. No network, no clock.
+#include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/agent/coordinator_sample.h"
-#include "bench/agent/revoke_analysis.h"
+#include "bench/agent/key_choice.h"
+#include "bench/agent/push_latency.h"
 #include "bench/agent/run_report.h"
+#include "bench/agent/victim_analysis.h"
 #include "bench/agent/victim_schedule.h"
 #include "core/engine/decision.h"
 #include "gtest/gtest.h"
@@ -64,7 +70,7 @@ AdmitRecord Local(int victim, int agent, int64_t send_ms, int64_t recv_ms) {
           v1::INITIAL_JITTER, engine::kLocalAdmission, recv_ms * kMs};
 }
 
-TEST(RevokeAnalysisTest, BoundsTheOpeningAndCountsLeaks) {
+TEST(VictimAnalysisTest, BoundsTheOpeningAndCountsLocalAnswersAfterIt) {
   const VictimSchedule s = Schedule(2);
   // Victim 0 goes down at 1200 ms; its failure reports, the second and
   // third answered CIRCUIT_OPEN (sent at 1210 and 1205).
@@ -74,27 +80,27 @@ TEST(RevokeAnalysisTest, BoundsTheOpeningAndCountsLeaks) {
       {0, 2, 1205 * kMs, 1215 * kMs, v1::CIRCUIT_OPEN}};
   std::vector<AdmitRecord> admits = {
       Local(0, 0, 900, 901), Local(0, 1, 950, 951),  // before (955, 1205]
-      Local(0, 2, 1150, 1151), Local(0, 3, 1190, 1191),  // holders
+      Local(0, 2, 1150, 1151), Local(0, 3, 1190, 1191),  // answering
       Local(0, 1, 1207, 1209),  // answered after open_lo = 1205
-      Local(0, 2, 1213, 1219),  // sent after open_hi = 1212: a leak
+      Local(0, 2, 1213, 1219),  // sent after open_hi = 1212: counted
       Local(0, 3, 1600, 1601),  // after the down phase: not counted
   };
   // The coordinator's own PROCEED is no local answer.
   admits.push_back({0, 0, 1300 * kMs, 1301 * kMs, v1::PROCEED,
                     v1::HALF_OPEN_PROBE, engine::kProbeAdmissionBit | 7, -1});
-  const RevokeStats r = AnalyzeRevokes(s, admits, failures, 5);
+  const VictimStats r = AnalyzeVictims(s, admits, failures, 5);
   EXPECT_EQ(r.victims, 2);
   EXPECT_EQ(r.tripped, 1);  // victim 1 has no failure answered CIRCUIT_OPEN
-  ASSERT_EQ(r.revoke_ms.size(), 1u);
-  EXPECT_DOUBLE_EQ(r.revoke_ms[0], 14.0);      // 1219 - 1205
+  ASSERT_EQ(r.stop_ms.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.stop_ms[0], 14.0);      // 1219 - 1205
   EXPECT_DOUBLE_EQ(r.open_report_ms[0], 10.0);  // the report sent at 1205
-  EXPECT_EQ(r.leaked, 1);
-  EXPECT_DOUBLE_EQ(r.mean_holders, 2.0);  // agents 2 and 3 within 250 ms
+  EXPECT_EQ(r.local_after_open, 1);
+  EXPECT_DOUBLE_EQ(r.mean_answering, 2.0);  // agents 2 and 3 within 250 ms
 }
 
-TEST(VictimLogTest, EveryCallOnlyUnderAVictimWithALeak) {
+TEST(VictimLogTest, EveryCallOnlyUnderAVictimAnsweredLocallyAfterOpenHi) {
   const VictimSchedule s = Schedule(2);
-  // Victim 0 as above (one leak); victim 1 (down at 1300 ms) trips with no
+  // Victim 0 as above (one local answer after open_hi); victim 1 (down at 1300 ms) trips with no
   // local answer after the opening: its line only.
   const std::vector<FailureRecord> failures = {
       {0, 0, 1201 * kMs, 1203 * kMs, v1::BACKOFF},
@@ -107,7 +113,7 @@ TEST(VictimLogTest, EveryCallOnlyUnderAVictimWithALeak) {
        engine::kProbeAdmissionBit | 7, -1},
       {0, 3, 1230 * kMs, 1231 * kMs, v1::DEFER, v1::CIRCUIT_OPEN, 0, -1},
       Local(0, 0, 1150, 1151)};
-  const RevokeStats r = AnalyzeRevokes(s, admits, failures, 5);
+  const VictimStats r = AnalyzeVictims(s, admits, failures, 5);
   ASSERT_EQ(r.tripped, 2);
   const std::string path = ::testing::TempDir() + "/victim_log.txt";
   ASSERT_TRUE(WriteVictimLog(path, s, r, admits, failures));
@@ -133,15 +139,15 @@ TEST(VictimLogTest, EveryCallOnlyUnderAVictimWithALeak) {
                               r, admits, failures));
 }
 
-TEST(RevokeAnalysisTest, NoLocalAnswerAfterTheOpeningIsZero) {
+TEST(VictimAnalysisTest, NoLocalAnswerAfterTheOpeningIsZero) {
   const VictimSchedule s = Schedule(1);
-  const RevokeStats r = AnalyzeRevokes(
+  const VictimStats r = AnalyzeVictims(
       s, {Local(0, 0, 940, 945)},
       {{0, 0, 1250 * kMs, 1252 * kMs, v1::CIRCUIT_OPEN}}, 5);
-  ASSERT_EQ(r.revoke_ms.size(), 1u);
-  EXPECT_DOUBLE_EQ(r.revoke_ms[0], 0.0);
-  EXPECT_EQ(r.leaked, 0);
-  EXPECT_DOUBLE_EQ(r.mean_holders, 0.0);  // 945: before (1000, 1250]
+  ASSERT_EQ(r.stop_ms.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.stop_ms[0], 0.0);
+  EXPECT_EQ(r.local_after_open, 0);
+  EXPECT_DOUBLE_EQ(r.mean_answering, 0.0);  // 945: before (1000, 1250]
 }
 
 AdmitRecord Probe(uint64_t period, int64_t recv_ms, int64_t report_ms) {
@@ -150,7 +156,7 @@ AdmitRecord Probe(uint64_t period, int64_t recv_ms, int64_t report_ms) {
           report_ms < 0 ? -1 : report_ms * kMs};
 }
 
-TEST(RevokeAnalysisTest, ProbesInFlightPerHalfOpenPeriod) {
+TEST(VictimAnalysisTest, ProbesInFlightPerHalfOpenPeriod) {
   const VictimSchedule s = Schedule(1);
   const std::vector<AdmitRecord> admits = {
       // Period 1: three overlapping probes, quota 2: an overshoot.
@@ -158,12 +164,103 @@ TEST(RevokeAnalysisTest, ProbesInFlightPerHalfOpenPeriod) {
       // Period 2: three in turn, each answered as the last one's report
       // goes (a tie is no overlap), one never reported: at most 2 at once.
       Probe(2, 30, 31), Probe(2, 31, 32), Probe(2, 32, -1), Probe(2, 40, 41)};
-  const RevokeStats r = AnalyzeRevokes(s, admits, {}, 2);
+  const VictimStats r = AnalyzeVictims(s, admits, {}, 2);
   EXPECT_EQ(r.probe_periods, 2);
   EXPECT_EQ(r.probe_max_in_flight, 3);
   EXPECT_EQ(r.probe_max_per_period, 4);
   EXPECT_EQ(r.probe_overshoot, 1);
-  EXPECT_EQ(AnalyzeRevokes(s, admits, {}, 3).probe_overshoot, 0);
+  EXPECT_EQ(AnalyzeVictims(s, admits, {}, 3).probe_overshoot, 0);
+}
+
+TEST(KeyChoiceTest, ZipfTableFollowsOneOverRank) {
+  const ZipfTable z(1000, 1.0);
+  double harmonic = 0;
+  for (int r = 1; r <= 1000; ++r) harmonic += 1.0 / r;
+  EXPECT_NEAR(z.Probability(0), 1 / harmonic, 1e-12);
+  EXPECT_NEAR(z.Probability(9), 1 / (10 * harmonic), 1e-12);
+  EXPECT_NEAR(z.Probability(0) / z.Probability(1), 2.0, 1e-9);
+  EXPECT_EQ(z.Rank(0.0), 0);
+  EXPECT_EQ(z.Rank(z.Probability(0) * 0.999), 0);
+  EXPECT_EQ(z.Rank(z.Probability(0) * 1.001), 1);
+  EXPECT_EQ(z.Rank(0.999999999), 999);
+  // Exponent 0: every rank alike.
+  const ZipfTable flat(4, 0.0);
+  EXPECT_EQ(flat.Rank(0.24), 0);
+  EXPECT_EQ(flat.Rank(0.26), 1);
+  EXPECT_EQ(flat.Rank(0.99), 3);
+}
+
+TEST(KeyChoiceTest, DrawsFollowTheTableAndRepeatWithTheSeed) {
+  const ZipfTable z(100000, 1.0);
+  WorkerRandom a(WorkerSeed(1, 3)), b(WorkerSeed(1, 3)), c(WorkerSeed(1, 4));
+  std::vector<int64_t> counts(3, 0);
+  bool differs = false;
+  constexpr int kDraws = 200000;
+  for (int i = 0; i < kDraws; ++i) {
+    const double u = a.Unit();
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    ASSERT_EQ(u, b.Unit());  // same seed, same draws
+    if (u != c.Unit()) differs = true;
+    const int64_t r = z.Rank(u);
+    if (r < 3) ++counts[r];
+  }
+  EXPECT_TRUE(differs);  // another worker draws its own
+  // Rank 0 has 1/H(100000) = 8.3% of the draws, rank 2 a third of that
+  // (within 5 standard deviations).
+  for (int r = 0; r < 3; ++r) {
+    const double want = z.Probability(r) * kDraws;
+    EXPECT_NEAR(static_cast<double>(counts[r]), want, 5 * std::sqrt(want))
+        << "rank " << r;
+  }
+}
+
+TEST(CoordinatorFieldsTest, CallsAreUnaryRpcsAndSyncMessagesIn) {
+  WorkerStats s;
+  s.delivered = 1000;
+  Window w;
+  w.before = CoordinatorSample{100, 10, 30, 500, 1.0};
+  w.after = CoordinatorSample{104, 26, 70, 520, 1.002};
+  w.sample_seconds = 4;
+  w.agents = 2;
+  const std::string f = CoordinatorFields(s, w);
+  // (4 RPCs + 16 messages in) / 1000; the 40 out are apart.
+  EXPECT_NE(f.find(" coordinator_calls=20 "), std::string::npos) << f;
+  EXPECT_NE(f.find(" calls_per_delivery=0.0200 "), std::string::npos) << f;
+  EXPECT_NE(f.find(" sync_out=40 "), std::string::npos) << f;
+  EXPECT_NE(f.find(" sync_out_per_delivery=0.0400 "), std::string::npos) << f;
+  // 16 in over 4 s, from 2 agents.
+  EXPECT_NE(f.find(" sync_in_per_sec=4.00 "), std::string::npos) << f;
+  EXPECT_NE(f.find(" sync_in_per_agent_sec=2.00 "), std::string::npos) << f;
+  EXPECT_NE(f.find(" coordinator_cpu_us_per_delivery=2.00"), std::string::npos)
+      << f;
+  w.agents = 0;  // direct: no agents
+  EXPECT_NE(CoordinatorFields(s, w).find(" sync_in_per_agent_sec=nan "),
+            std::string::npos);
+}
+
+TEST(PushLatencyTest, FromTheAnswerPerStream) {
+  PushLatencies l;
+  // A key answered at 100 ms: stream 0 had it at 104 ms, stream 1 before
+  // the answer came back (0 ms, counted apart), stream 2 never.
+  l.Add(100 * kMs, {104 * kMs, 99 * kMs, std::nullopt});
+  ASSERT_EQ(l.ms.size(), 2u);
+  EXPECT_DOUBLE_EQ(l.ms[0], 4.0);
+  EXPECT_DOUBLE_EQ(l.ms[1], 0.0);
+  EXPECT_EQ(l.before_answer, 1);
+  EXPECT_EQ(l.missing, 1);
+}
+
+TEST(PushLatencyTest, TrafficInAWindow) {
+  struct Message {
+    int64_t at_ns;
+    int64_t bytes;
+  };
+  const std::vector<Message> m = {{10, 100}, {20, 60000}, {30, 500}, {41, 7}};
+  const Traffic t = TrafficBetween(m, 20, 40);  // both ends included
+  EXPECT_EQ(t.messages, 2);
+  EXPECT_EQ(t.bytes, 60500);
+  EXPECT_EQ(TrafficBetween(m, 50, 60).messages, 0);
 }
 
 TEST(QuantileTest, NearestRank) {

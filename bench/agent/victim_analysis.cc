@@ -1,4 +1,4 @@
-#include "bench/agent/revoke_analysis.h"
+#include "bench/agent/victim_analysis.h"
 
 #include <algorithm>
 #include <cmath>
@@ -55,19 +55,20 @@ bool AnalyzeVictim(const VictimSchedule& s, int v, const VictimRecords& r,
   if (open_lo == kNever) return false;
   const int64_t up = s.UpFrom(v);
   int64_t last_local = open_lo;  // no local answer after it: 0 ms
-  int64_t leaked = 0;
-  std::set<int> holders;
+  int64_t local_after_open = 0;
+  std::set<int> answering;
   for (const AdmitRecord* a : r.admits) {
     if (!LocalProceed(*a) || a->send_ns >= up) continue;
     last_local = std::max(last_local, a->recv_ns);
-    if (a->send_ns > open_hi) ++leaked;
+    if (a->send_ns > open_hi) ++local_after_open;
     if (a->recv_ns <= open_lo &&
-        a->recv_ns > open_lo - RevokeStats::kHolderWindowNs) {
-      holders.insert(a->agent);
+        a->recv_ns > open_lo - VictimStats::kAnsweringWindowNs) {
+      answering.insert(a->agent);
     }
   }
-  *out = {v,          open_lo, open_hi, open_call,
-          last_local, leaked,  static_cast<int>(holders.size())};
+  *out = {v,          open_lo,          open_hi,
+          open_call,  last_local,       local_after_open,
+          static_cast<int>(answering.size())};
   return true;
 }
 
@@ -89,7 +90,7 @@ int MaxInFlight(const std::vector<const AdmitRecord*>& probes) {
 }
 
 void AnalyzeProbes(const std::vector<AdmitRecord>& admits, int quota,
-                   RevokeStats* out) {
+                   VictimStats* out) {
   std::map<std::pair<int, uint64_t>, std::vector<const AdmitRecord*>> periods;
   for (const AdmitRecord& a : admits) {
     if (a.verdict == v1::PROCEED && a.reason == v1::HALF_OPEN_PROBE) {
@@ -108,25 +109,25 @@ void AnalyzeProbes(const std::vector<AdmitRecord>& admits, int quota,
 
 }  // namespace
 
-RevokeStats AnalyzeRevokes(const VictimSchedule& schedule,
+VictimStats AnalyzeVictims(const VictimSchedule& schedule,
                            const std::vector<AdmitRecord>& admits,
                            const std::vector<FailureRecord>& failures,
                            int half_open_probes) {
-  RevokeStats out;
+  VictimStats out;
   out.victims = schedule.count;
   const std::vector<VictimRecords> by = ByVictim(schedule, admits, failures);
   for (int v = 0; v < schedule.count; ++v) {
     VictimResult r;
     if (!AnalyzeVictim(schedule, v, by[v], &r)) continue;
     ++out.tripped;
-    out.revoke_ms.push_back(static_cast<double>(r.last_local - r.open_lo) /
+    out.stop_ms.push_back(static_cast<double>(r.last_local - r.open_lo) /
                             1e6);
     out.open_report_ms.push_back(static_cast<double>(r.open_call_ns) / 1e6);
-    out.leaked += r.leaked;
-    out.mean_holders += r.holders;
+    out.local_after_open += r.local_after_open;
+    out.mean_answering += r.answering;
     out.per_victim.push_back(r);
   }
-  if (out.tripped > 0) out.mean_holders /= out.tripped;
+  if (out.tripped > 0) out.mean_answering /= out.tripped;
   AnalyzeProbes(admits, half_open_probes, &out);
   return out;
 }
