@@ -247,6 +247,8 @@ class ScopedRpcTimer {
                                      std::chrono::steady_clock::now() - start_));
     metrics_ = nullptr;
   }
+  // Records nothing: the call was handed on (a waiting Admit held).
+  void Drop() { metrics_ = nullptr; }
 
  private:
   ServerMetrics* metrics_;

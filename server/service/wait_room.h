@@ -13,6 +13,12 @@
 //     call's expiry: its wait, or its gRPC deadline less kDeadlineMargin.
 //     A look answers the calls whose time is up (as an Admit then), and
 //     releases calls from the head of the line until the engine holds one.
+//   * A look's work is bounded by what it releases (waiting_line.h): calls
+//     held only by their own backoff wait apart, by arrival, and join the
+//     line only on evidence of recovery after they arrived
+//     (Engine::LastEvidence, asked once per look). So a look costs at most
+//     one engine call per call it releases or moves, plus two; never one
+//     per call in the line (engine_calls() counts them).
 //   * A call the worker cancels leaves the line and is answered CANCELLED;
 //     a probe released to a call cancelled meanwhile is given back
 //     (Engine::ReturnProbe) and the line looked at again, so the probe goes
@@ -35,7 +41,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -44,6 +49,7 @@
 #include "core/engine/engine.h"
 #include "grpcpp/grpcpp.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/waiting_line.h"
 #include "stagger/v1/coordinator.pb.h"
 
 namespace stagger::service {
@@ -142,19 +148,16 @@ class WaitRoom {
   int64_t overflows() const {
     return overflows_.load(std::memory_order_relaxed);
   }
+  // The engine calls looks made (AdmitWaiting and LastEvidence), and the
+  // looks, since start: the work releases cost (tests, benchmarks).
+  int64_t engine_calls() const {
+    return engine_calls_.load(std::memory_order_relaxed);
+  }
+  int64_t looks() const { return looks_.load(std::memory_order_acquire); }
 
  private:
-  struct Entry {
-    absl::Time order;  // deadline (urgency) or expiry
-    uint64_t seq;
-    HeldCall* call;
-    bool operator<(const Entry& o) const {
-      return order != o.order ? order < o.order : seq < o.seq;
-    }
-  };
   struct Line {
-    absl::btree_set<Entry> by_urgency;
-    absl::btree_set<Entry> by_expiry;
+    WaitingLine<HeldCall*> calls;
     absl::Time next_look = absl::InfiniteFuture();
   };
   using Timer = std::pair<absl::Time, std::string>;
@@ -174,8 +177,11 @@ class WaitRoom {
   // The line's calls whose time is up, then its releases.
   void Expire(Line& line, absl::Time now, std::vector<Answer>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time Release(Line& line, absl::Time now, std::vector<Answer>* out)
+  absl::Time Release(const std::string& key, Line& line,
+                     std::vector<Answer>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<engine::WaitOutcome> Step(HeldCall* call,
+                                           engine::WaitStep step);
   void Remove(Line& line, HeldCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Schedule(const std::string& key, Line& line, absl::Time at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,16 +196,17 @@ class WaitRoom {
   std::atomic<int64_t> waiting_{0};      // every kind
   std::atomic<int64_t> agent_held_{0};   // for_agent() ones
   std::atomic<int64_t> overflows_{0};
+  std::atomic<int64_t> engine_calls_{0};
+  std::atomic<int64_t> looks_{0};
   // Wake was called: the timer thread measures its sleep again (a test's
   // fake clock may have moved past a look it was sleeping towards).
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, Line> lines_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<HeldCall*, std::pair<std::string, Entry>> where_
-      ABSL_GUARDED_BY(mu_);  // call -> its line and urgency entry
+  absl::flat_hash_map<HeldCall*, std::string> where_
+      ABSL_GUARDED_BY(mu_);  // call -> its line's key
   std::priority_queue<Timer, std::vector<Timer>, Later> timers_
       ABSL_GUARDED_BY(mu_);
   std::thread thread_;
