@@ -65,8 +65,9 @@ enum class LabelSet : uint8_t {
   kAdminAction,       // pause | resume | reset | force_breaker
   kClientErrorCode,   // gRPC status code names the client counts
   kDirection,         // in | out
+  kCountsDropCause,   // bucket_cap | agent_rate | endpoint_share
 };
-inline constexpr int kNumLabelSets = 14;
+inline constexpr int kNumLabelSets = 15;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -105,6 +106,10 @@ inline constexpr std::array<const char*, 4> kAdminActionLabels = {
     "pause", "resume", "reset", "force_breaker"};
 // Index 0 is in (received), 1 out (sent).
 inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
+// stagger_sync_counts_dropped_total{cause}, in ServerMetrics::CountsDrop
+// order (server/service/count_guard.h says what each is).
+inline constexpr std::array<const char*, 3> kCountsDropCauseLabels = {
+    "bucket_cap", "agent_rate", "endpoint_share"};
 // gRPC status code names by code number (grpc::StatusCode 0..16).
 inline constexpr std::array<const char*, 17> kGrpcCodeNames = {
     "OK",
@@ -146,6 +151,7 @@ enum class MetricId : uint8_t {
   kLeaseGrants,
   kNotClearEntries,
   kLeases,
+  kSyncCountsDropped,
   kWaitingCalls,
   kWaitingOverflows,
   kBreakerTransitions,
@@ -171,7 +177,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 36;
+inline constexpr int kNumMetrics = 37;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -244,6 +250,13 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      Registrar::kServerMetrics, 0, {},
      "Agent streams holding a live lease from this replica (updated every "
      "second)."},
+    {MetricId::kSyncCountsDropped, "stagger_sync_counts_dropped_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"cause", LabelSet::kCountsDropCause}}},
+     "Endpoint entries of agents' count reports cut or dropped by the caps: "
+     "a bucket over the answers it may carry (bucket_cap, cut to it), an "
+     "agent over its buckets a second (agent_rate), a key the table may not "
+     "take for counts (endpoint_share)."},
     {MetricId::kWaitingCalls, "stagger_waiting_calls", MetricType::kGauge,
      Registrar::kServerMetrics, 0, {},
      "Waiting Admits (AdmitRequest.wait) held now, answered when the endpoint "

@@ -159,6 +159,16 @@ class ServerMetrics {
   // stagger_waiting_calls; stagger_waiting_overflows_total.
   void SetWaitingCalls(int64_t n);
   void RecordWaitingOverflow();
+  // stagger_sync_counts_dropped_total{cause}: `entries` endpoint entries of
+  // agents' count reports cut or dropped (server/service/count_guard.h).
+  // kEndpointShare is the engine's count (EngineStats::late_counts_dropped),
+  // taken by RefreshEngineStats.
+  enum class CountsDrop : uint8_t {
+    kBucketCap = 0,
+    kAgentRate = 1,
+    kEndpointShare = 2
+  };
+  void RecordCountsDropped(CountsDrop cause, int64_t entries);
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
   // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
@@ -206,6 +216,7 @@ class ServerMetrics {
   prometheus::Gauge* leases_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Counter* waiting_overflows_ = nullptr;
+  std::array<prometheus::Counter*, 3> counts_dropped_{};  // [CountsDrop]
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};
@@ -225,6 +236,7 @@ class ServerMetrics {
   std::atomic<const engine::Engine*> engine_{nullptr};
   absl::Mutex refresh_mu_;
   int64_t evicted_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+  int64_t late_counts_dropped_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
 };
 
 // Times one RPC handler: records stagger_rpc_duration_seconds{method} when

@@ -18,6 +18,9 @@
 // Metrics (may be null): messages are counted by the stream; the hub keeps
 // stagger_leases (live stream leases), stagger_not_clear_entries and the
 // renewals granted.
+// Counts: every report is trimmed to the caps of CountGuard
+// (count_guard.h) before it is applied; what is cut is counted in
+// stagger_sync_counts_dropped_total.
 // Thread-safe. Lock order: this hub's lock, then a stream's; the hub calls
 // ReplicaSync (which may call the engine) with its lock held only from the
 // pusher thread, and the engine never calls back into the hub.
@@ -26,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -36,6 +40,7 @@
 #include "core/lease/replica_sync.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/count_guard.h"
 #include "stagger/v1/sync.pb.h"
 
 namespace stagger::service {
@@ -67,8 +72,9 @@ class SyncHub {
 
   // Unavailable after Shutdown, or the protocol's error (the stream ends
   // with it); else the peer is told its id and first message (Opened)
-  // before this returns.
-  absl::Status Open(const lease::Up& first, SyncPeer* peer);
+  // before this returns. `agent`: the agent's bound id (agent_identity.h).
+  absl::Status Open(const lease::Up& first, SyncPeer* peer,
+                    const std::string& agent);
   absl::StatusOr<v1::SyncDown> Receive(uint64_t stream, const lease::Up& up);
   void Close(uint64_t stream, SyncPeer* peer);
   v1::SyncDown Resync(uint64_t stream);
@@ -83,6 +89,7 @@ class SyncHub {
 
   metrics::ServerMetrics* const metrics_;
   const engine::Clock* const mono_;
+  CountGuard guard_;
   std::unique_ptr<lease::ReplicaSync> sync_;
   // The pusher sleeps on this leaf lock; a change's first notice wakes it.
   absl::Mutex wake_mu_;

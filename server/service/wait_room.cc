@@ -51,13 +51,32 @@ WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
 
 WaitRoom::~WaitRoom() { Shutdown(); }
 
-bool WaitRoom::HasRoom(bool for_agent) {
+bool WaitRoom::HasRoom(bool for_agent, absl::string_view agent) {
   const int64_t agents = held_for_agents();
-  const bool room =
+  bool room =
       for_agent ? agents < static_cast<int64_t>(options_.max_agent_held)
                 : waiting() - agents < static_cast<int64_t>(options_.max_waiting);
+  if (room && for_agent && !agent.empty()) {
+    room = held_for(agent) < static_cast<int64_t>(AgentShare());
+  }
   if (!room) CountOverflow();
   return room;
+}
+
+int64_t WaitRoom::held_for(absl::string_view agent) {
+  absl::MutexLock l(&mu_);
+  auto it = by_agent_.find(agent);
+  return it == by_agent_.end() ? 0 : it->second;
+}
+
+bool WaitRoom::Fits(const HeldCall& call) {
+  const size_t agents = static_cast<size_t>(held_for_agents());
+  if (!call.for_agent()) return where_.size() - agents < options_.max_waiting;
+  if (agents >= options_.max_agent_held) return false;
+  if (call.agent().empty()) return true;
+  auto it = by_agent_.find(call.agent());
+  return it == by_agent_.end() ||
+         static_cast<size_t>(it->second) < AgentShare();
 }
 
 void WaitRoom::CountOverflow() {
@@ -68,13 +87,12 @@ void WaitRoom::CountOverflow() {
 bool WaitRoom::Hold(HeldCall* call, absl::Time recheck) {
   absl::MutexLock l(&mu_);
   if (stop_) return false;  // shutting down: answered now, no overflow
-  const size_t agents = static_cast<size_t>(held_for_agents());
-  if (call->for_agent() ? agents >= options_.max_agent_held
-                        : where_.size() - agents >= options_.max_waiting) {
+  if (!Fits(*call)) {
     CountOverflow();
     return false;
   }
   if (call->for_agent()) agent_held_.fetch_add(1, std::memory_order_relaxed);
+  if (!call->agent().empty()) ++by_agent_[call->agent()];
   std::string key(call->in().endpoint);
   Line& line = lines_[key];
   const engine::WaitState& w = call->wait();
@@ -92,6 +110,10 @@ void WaitRoom::Remove(Line& line, HeldCall* call) {
   line.calls.Remove(call);
   where_.erase(it);
   if (call->for_agent()) agent_held_.fetch_sub(1, std::memory_order_relaxed);
+  if (!call->agent().empty()) {
+    auto a = by_agent_.find(call->agent());
+    if (a != by_agent_.end() && --a->second <= 0) by_agent_.erase(a);
+  }
   const int64_t n = waiting_.fetch_sub(1, std::memory_order_relaxed) - 1;
   if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
 }

@@ -5,8 +5,9 @@
 //   * Hold(call): the engine said hold when the call arrived: it waits in
 //     its endpoint's line, most urgent deadline first (then arrival). At
 //     most max_waiting workers' calls and max_agent_held agents' calls
-//     wait at once: beyond that Hold returns false and the caller answers
-//     as an Admit would now (counted).
+//     wait at once, and one agent's calls at most AgentShare() of those
+//     (a tenth: no agent takes every slot): beyond that Hold returns false
+//     and the caller answers as an Admit would now (counted).
 //   * One timer thread looks at an endpoint's line when the engine's
 //     recheck time comes, when Wake(endpoint) says something happened (a
 //     report, counts from an agent, an operator's action), and at each
@@ -30,6 +31,7 @@
 #ifndef STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
 #define STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -71,6 +73,9 @@ class HeldCall {
   virtual bool cancelled() const = 0;
   // An agent's call (its own bound: Options::max_agent_held).
   virtual bool for_agent() const { return false; }
+  // The agent's bound id (agent_identity.h) of an agent's call: its share
+  // of Options::max_agent_held is kept per agent. Empty: a worker's call.
+  virtual absl::string_view agent() const { return {}; }
   // Gives `d` (now: the server's clock) to the caller; ends the call.
   virtual void Answer(const engine::Decision& d, absl::Time now) = 0;
   // Ends the call without an answer (it was cancelled).
@@ -117,6 +122,9 @@ class WaitingCall final : public grpc::ServerUnaryReactor, public HeldCall {
 class WaitRoom {
  public:
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+  // One agent holds at most max_agent_held / kAgentShareDivisor calls (at
+  // least 1).
+  static constexpr size_t kAgentShareDivisor = 10;
   struct Options {
     size_t max_waiting = 100000;     // --max_waiting_calls
     size_t max_agent_held = 100000;  // --max_agent_held_calls
@@ -139,9 +147,15 @@ class WaitRoom {
   void Shutdown();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
-  // Whether Hold would take one more call of that kind now; if not, the
-  // call is counted as an overflow (the caller answers it as an Admit now).
-  bool HasRoom(bool for_agent = false);
+  // Whether Hold would take one more call of that kind (of `agent`, for an
+  // agent's) now; if not, the call is counted as an overflow (the caller
+  // answers it as an Admit now).
+  bool HasRoom(bool for_agent = false, absl::string_view agent = {});
+  size_t AgentShare() const {
+    return std::max<size_t>(1, options_.max_agent_held / kAgentShareDivisor);
+  }
+  // Calls `agent` holds now.
+  int64_t held_for(absl::string_view agent);
   int64_t held_for_agents() const {
     return agent_held_.load(std::memory_order_relaxed);
   }
@@ -187,6 +201,8 @@ class WaitRoom {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Answer> answers);
   void CountOverflow();
+  // Whether `call` fits the room's bounds now (its kind's, its agent's).
+  bool Fits(const HeldCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   engine::Engine* const engine_;
   const engine::Clock* const clock_;
@@ -207,6 +223,8 @@ class WaitRoom {
   absl::flat_hash_map<std::string, Line> lines_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<HeldCall*, std::string> where_
       ABSL_GUARDED_BY(mu_);  // call -> its line's key
+  // Agents' calls held now, by agent.
+  absl::flat_hash_map<std::string, int64_t> by_agent_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<Timer, std::vector<Timer>, Later> timers_
       ABSL_GUARDED_BY(mu_);
   std::thread thread_;
