@@ -97,8 +97,8 @@ inline constexpr std::array<const char*, 5> kStateLoadFailureLabels = {
     "missing", "unreadable", "truncated", "corrupt", "incompatible_version"};
 // stagger_authz_denied_total{service}: the services staggerd serves, then
 // "other" (kAuthzServiceLabels.back()) for any other method path.
-inline constexpr std::array<const char*, 4> kAuthzServiceLabels = {
-    "stagger.v1.RetryCoordinator", "stagger.v1.Admin",
+inline constexpr std::array<const char*, 5> kAuthzServiceLabels = {
+    "stagger.v1.RetryCoordinator", "stagger.v1.Admin", "stagger.v1.AgentSync",
     "grpc.health.v1.Health", "other"};
 inline constexpr std::array<const char*, 2> kDenyCauseLabels = {
     "deny_rule", "no_allow_rule"};

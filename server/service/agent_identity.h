@@ -5,30 +5,37 @@
 //
 //   BoundAgentId(peer, agent_id):
 //     * an authenticated peer (TLS with a verified client certificate):
-//       "<principal>|<agent_id>", where the principal is the one staggerd
-//       logs (security::PrincipalOf: the first URI SAN, else DNS SAN, else
+//       "<principal>|<name>", where the principal is the one staggerd logs
+//       (security::PrincipalOf: the first URI SAN, else DNS SAN, else
 //       subject) with '\' and '|' escaped ("\\", "\|"). The first '|' that
-//       is not escaped ends it, so two different (principal, agent_id)
-//       pairs never give the same name. DaemonSet agents that share one
-//       certificate identity keep apart by their agent_ids (node names).
+//       is not escaped ends it, so two different (principal, name) pairs
+//       never give the same id. DaemonSet agents that share one
+//       certificate identity keep apart by their names (node names).
+//       The agent_id is either the name alone (no '|'), or already
+//       qualified, "<principal>|<name>" with the peer's own principal.
+//       An agent_id that holds a '|' but does not start with the peer's
+//       principal names another identity: PermissionDenied naming both.
 //     * otherwise (plaintext, or TLS without client certificates): the
 //       agent_id as sent. Anyone who reaches the port can then claim any
 //       id (docs/SECURITY.md).
 // Example: peer spiffe://example.org/ns/stagger/sa/stagger-agent, agent_id
-// node-7 -> "spiffe://example.org/ns/stagger/sa/stagger-agent|node-7".
+// node-7 (or "spiffe://example.org/ns/stagger/sa/stagger-agent|node-7") ->
+// "spiffe://example.org/ns/stagger/sa/stagger-agent|node-7"; agent_id
+// "spiffe://example.org/ns/stagger/sa/other|node-7" -> PermissionDenied.
 // Pure; thread-safe.
 #ifndef STAGGER_SERVER_SERVICE_AGENT_IDENTITY_H_
 #define STAGGER_SERVER_SERVICE_AGENT_IDENTITY_H_
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/security/authz_policy.h"
 
 namespace stagger::service {
 
-std::string BoundAgentId(const security::AuthzPeer& peer,
-                         absl::string_view agent_id);
+absl::StatusOr<std::string> BoundAgentId(const security::AuthzPeer& peer,
+                                         absl::string_view agent_id);
 
 }  // namespace stagger::service
 

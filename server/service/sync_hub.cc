@@ -84,6 +84,7 @@ void SyncHub::Close(uint64_t stream, SyncPeer* peer) {
 }
 
 v1::SyncDown SyncHub::Resync(uint64_t stream) {
+  resyncs_.fetch_add(1, std::memory_order_relaxed);
   v1::SyncDown out;
   wire::ToProto(sync_->Resync(stream), &out);
   return out;

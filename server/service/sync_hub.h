@@ -27,6 +27,7 @@
 #ifndef STAGGER_SERVER_SERVICE_SYNC_HUB_H_
 #define STAGGER_SERVER_SERVICE_SYNC_HUB_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -82,6 +83,8 @@ class SyncHub {
 
   lease::ReplicaSync& sync() { return *sync_; }
   int64_t streams() const;
+  // Snapshots made by Resync since start (streams that fell behind).
+  int64_t resyncs() const { return resyncs_.load(std::memory_order_relaxed); }
 
  private:
   void Run();  // the pusher thread
@@ -91,6 +94,7 @@ class SyncHub {
   const engine::Clock* const mono_;
   CountGuard guard_;
   std::unique_ptr<lease::ReplicaSync> sync_;
+  std::atomic<int64_t> resyncs_{0};
   // The pusher sleeps on this leaf lock; a change's first notice wakes it.
   absl::Mutex wake_mu_;
   bool woken_ ABSL_GUARDED_BY(wake_mu_) = false;

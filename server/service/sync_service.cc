@@ -165,9 +165,11 @@ class SyncStream final
       }
       const std::shared_ptr<const grpc::AuthContext> auth =
           ctx_->auth_context();
-      const std::string agent = BoundAgentId(
+      absl::StatusOr<std::string> bound = BoundAgentId(
           auth != nullptr ? security::PeerOf(*auth) : security::AuthzPeer{},
           in->hello->agent_id);
+      if (!bound.ok()) return bound.status();
+      const std::string agent = *std::move(bound);
       if (absl::Status s = hub_->Open(*in, this, agent); !s.ok()) return s;
       opened_ = true;
       if (held_calls_) {

@@ -1,8 +1,9 @@
 // What staggerd lets one lease-stream agent do, below gRPC:
 //   * BoundAgentId (server/service/agent_identity.h): under mutual TLS an
 //     agent is known by its certificate's principal and its agent_id, so
-//     no certificate can act as another's agent; without a client
-//     certificate, by the agent_id as sent.
+//     no certificate can act as another's agent (an agent_id naming
+//     another principal is refused); without a client certificate, by the
+//     agent_id as sent.
 //   * CountGuard (server/service/count_guard.h): each count bucket carries
 //     at most 100,000 answers of each kind (cut beyond), and each agent
 //     applies at most 200,000 buckets a second with a burst of 1,000,000
@@ -13,7 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/service/agent_identity.h"
@@ -36,18 +40,48 @@ security::AuthzPeer Cert(std::vector<std::string> uris,
   return p;
 }
 
+// The bound id of `agent_id` sent by `peer`; the error's message if refused.
+std::string Bound(const security::AuthzPeer& peer, absl::string_view agent_id) {
+  absl::StatusOr<std::string> id = BoundAgentId(peer, agent_id);
+  return id.ok() ? *id : std::string(id.status().message());
+}
+
 TEST(BoundAgentIdTest, AnAuthenticatedPeersIdIsPrefixedByItsPrincipal) {
-  EXPECT_EQ(BoundAgentId(Cert({"spiffe://t/ns/stagger/sa/stagger-agent"}),
-                         "node-7"),
+  EXPECT_EQ(Bound(Cert({"spiffe://t/ns/stagger/sa/stagger-agent"}), "node-7"),
             "spiffe://t/ns/stagger/sa/stagger-agent|node-7");
-  EXPECT_EQ(BoundAgentId(Cert({}, {"agent.example"}), "node-7"),
+  EXPECT_EQ(Bound(Cert({}, {"agent.example"}), "node-7"),
             "agent.example|node-7");
-  EXPECT_EQ(BoundAgentId(Cert({}, {}, "CN=a,O=b"), "node-7"), "CN=a,O=b|node-7");
+  EXPECT_EQ(Bound(Cert({}, {}, "CN=a,O=b"), "node-7"), "CN=a,O=b|node-7");
+}
+
+// An id already qualified by the peer's own principal is the same agent as
+// the name alone.
+TEST(BoundAgentIdTest, AnIdQualifiedByThePeersOwnPrincipalIsTakenAsIs) {
+  const security::AuthzPeer a = Cert({"spiffe://t/a"});
+  EXPECT_EQ(Bound(a, "spiffe://t/a|node-1"), "spiffe://t/a|node-1");
+  EXPECT_EQ(Bound(a, "spiffe://t/a|node-1"), Bound(a, "node-1"));
+}
+
+// An agent_id that names another certificate's identity is refused
+// (PERMISSION_DENIED), naming the id and the peer's principal.
+TEST(BoundAgentIdTest, AnIdNamingAnotherPrincipalIsRefused) {
+  const security::AuthzPeer a = Cert({"spiffe://t/a"});
+  const absl::StatusOr<std::string> other =
+      BoundAgentId(a, "spiffe://t/b|node-1");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(other.status().message(),
+            "hello.agent_id: \"spiffe://t/b|node-1\" names another identity "
+            "than the peer's certificate (spiffe://t/a): send the name alone, "
+            "or \"spiffe://t/a|<name>\"");
+  // A prefix of the principal is not the principal.
+  EXPECT_FALSE(BoundAgentId(a, "spiffe://t/|node-1").ok());
+  EXPECT_FALSE(BoundAgentId(Cert({"spiffe://t/ab"}), "spiffe://t/a|n").ok());
 }
 
 TEST(BoundAgentIdTest, WithoutAClientCertificateTheIdIsAsSent) {
-  EXPECT_EQ(BoundAgentId(security::AuthzPeer{}, "node-7"), "node-7");
-  EXPECT_EQ(BoundAgentId(security::AuthzPeer{}, "spiffe://t/x|node-7"),
+  EXPECT_EQ(Bound(security::AuthzPeer{}, "node-7"), "node-7");
+  EXPECT_EQ(Bound(security::AuthzPeer{}, "spiffe://t/x|node-7"),
             "spiffe://t/x|node-7");
 }
 
@@ -56,15 +90,17 @@ TEST(BoundAgentIdTest, WithoutAClientCertificateTheIdIsAsSent) {
 TEST(BoundAgentIdTest, NoTwoPrincipalAndIdPairsShareAName) {
   const security::AuthzPeer a = Cert({"spiffe://t/a"});
   const security::AuthzPeer b = Cert({"spiffe://t/b"});
-  EXPECT_NE(BoundAgentId(a, "node-1"), BoundAgentId(b, "node-1"));
-  EXPECT_NE(BoundAgentId(a, "node-1"), BoundAgentId(a, "node-2"));
+  EXPECT_NE(Bound(a, "node-1"), Bound(b, "node-1"));
+  EXPECT_NE(Bound(a, "node-1"), Bound(a, "node-2"));
   // A '|' in the principal is escaped: it cannot pose as the separator.
   const security::AuthzPeer tricky = Cert({}, {}, "CN=x|y");
   const security::AuthzPeer plain = Cert({}, {}, "CN=x");
-  EXPECT_EQ(BoundAgentId(tricky, "z"), "CN=x\\|y|z");
-  EXPECT_NE(BoundAgentId(tricky, "z"), BoundAgentId(plain, "y|z"));
-  EXPECT_NE(BoundAgentId(Cert({}, {}, "CN=x\\"), "|z"),
-            BoundAgentId(Cert({}, {}, "CN=x"), "\\||z"));
+  EXPECT_EQ(Bound(tricky, "z"), "CN=x\\|y|z");
+  EXPECT_EQ(Bound(tricky, "CN=x\\|y|z"), "CN=x\\|y|z");
+  EXPECT_FALSE(BoundAgentId(plain, "y|z").ok()) << "names principal y";
+  EXPECT_TRUE(BoundAgentId(plain, "CN=x|y|z").ok());
+  EXPECT_NE(Bound(tricky, "z"), Bound(plain, "CN=x|y|z"));
+  EXPECT_NE(Bound(Cert({}, {}, "CN=x\\"), "z"), Bound(Cert({}, {}, "CN=x"), "z"));
 }
 
 class CountGuardTest : public ::testing::Test {
