@@ -20,7 +20,8 @@ grpc::ByteBuffer Serialize(const v1::SyncDown& down) {
 }  // namespace
 
 SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
-                 metrics::ServerMetrics* metrics, const engine::Clock* mono)
+                 metrics::ServerMetrics* metrics, const engine::Clock* mono,
+                 Attach attach)
     : metrics_(metrics),
       mono_(mono),
       guard_(mono,
@@ -35,7 +36,11 @@ SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
              }),
       sync_(std::make_unique<lease::ReplicaSync>(std::move(options), engine,
                                                  mono)) {
-  sync_->AttachToEngine();
+  if (attach) {
+    attach(*sync_);
+  } else {
+    sync_->AttachToEngine();
+  }
   sync_->set_counts_filter(
       [this](const lease::AgentKey& agent, lease::CountReport* report) {
         guard_.Trim(agent, report);

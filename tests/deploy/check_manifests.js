@@ -118,13 +118,15 @@ test("secure overlay: mutual TLS from a cert-manager Certificate, the policy in 
   assert.ok(cert.spec.dnsNames.includes("staggerd.stagger.svc"));
   const authz = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "staggerd-authz");
   const policy = JSON.parse(authz.data["authz-policy.json"]);
-  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "agents", "readers", "admins"]);
+  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "agents", "readers", "observers", "admins"]);
   // The lease stream is the agents' alone (docs/SECURITY.md, "Agents").
   const sync = "/stagger.v1.AgentSync/Sync";
   const withSync = policy.allow_rules.filter((r) => ((r.request || {}).paths || []).includes(sync));
   assert.deepEqual(withSync.map((r) => r.name), ["agents"]);
   assert.ok(withSync[0].source.principals.length > 0, "the agents rule names its principals");
   assert.ok(!withSync[0].source.principals.some((p) => p.includes("*")), "agents are named, never matched by a wildcard");
+  const observers = policy.allow_rules.find((r) => r.name === "observers");
+  assert.deepEqual(observers.request.paths, ["/stagger.v1.EndpointWatch/*"]);
 });
 
 // The shipped agents, each by its service account's SPIFFE ID
