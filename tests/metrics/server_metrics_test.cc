@@ -556,6 +556,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"attempt", Attempts(20)},
       {"direction", {"in", "out"}},
       {"trigger", {"operator", "unavailable", "permanent_failures"}},
+      {"cause", {"bucket_cap", "agent_rate", "endpoint_share"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/engine/lease_terms.h"
 #include "gtest/gtest.h"
 #include "server/service/agent_held_calls.h"
 #include "tests/service/service_harness.h"
@@ -102,7 +103,8 @@ class WaitRoomWorkTest : public ::testing::Test {
 // Retries asked during their backoff on a healthy endpoint: each waits for
 // evidence of recovery after it arrived. Wakes without such evidence (a
 // failure report, counts, an operator) cost a look one question, however
-// long the line; the success that is evidence releases every one of them,
+// long the line; counts of successes are no evidence either; the success
+// that is evidence releases every one of them,
 // at one engine call each.
 TEST_F(WaitRoomWorkTest, WakesDoNotWalkALineOfBackoffWaiters) {
   HoldRetries(kLine);
@@ -113,6 +115,14 @@ TEST_F(WaitRoomWorkTest, WakesDoNotWalkALineOfBackoffWaiters) {
   ReportOutcome(v1::RETRYABLE_FAILURE);  // wakes the line: no evidence
   EXPECT_LE(OneLook(), kLookBound);
   EXPECT_EQ(Sent(), 0u);
+  // An agent's counts of successes, even after every arrival, are not
+  // evidence of recovery: made up, they would release the line.
+  h_.clock().Advance(absl::Seconds(1));
+  const absl::Time now = h_.clock().Now();
+  ASSERT_TRUE(h_.engine().ApplyLateCounts(
+      kEp, {engine::LateCounts{now, 0, 100000, now}}));
+  EXPECT_LE(OneLook(), kLookBound);
+  EXPECT_EQ(Sent(), 0u) << "counts released backoff waiters";
 
   h_.clock().Advance(absl::Seconds(1));
   const int64_t before = room().engine_calls();
