@@ -160,10 +160,18 @@ grpc::ServerUnaryReactor* AgentService::Serve(grpc::CallbackServerContext* ctx,
                                               Pooled pooled) {
   auto request = std::make_shared<Request>();
   if (!rpc::ParseRequest(*req, request.get())) {
-    return rpc::FinishWith(ctx, rpc::UnparsableRequest(
-                                    req->Length(),
-                                    Request::descriptor()->full_name()));
+    return rpc::FinishUnparsable<Request>(ctx, *req);
   }
+  return ServeParsed<Request, Response>(ctx, std::move(request), resp,
+                                        std::move(try_inline),
+                                        std::move(pooled));
+}
+
+template <typename Request, typename Response, typename Inline,
+          typename Pooled>
+grpc::ServerUnaryReactor* AgentService::ServeParsed(
+    grpc::CallbackServerContext* ctx, std::shared_ptr<const Request> request,
+    grpc::ByteBuffer* resp, Inline try_inline, Pooled pooled) {
   const auto finish = [resp](grpc::ServerUnaryReactor* reactor,
                              grpc::Status status, const Response& response) {
     if (status.ok()) {
@@ -192,27 +200,40 @@ grpc::ServerUnaryReactor* AgentService::Serve(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+grpc::ServerUnaryReactor* AgentService::MaybeHold(
+    grpc::CallbackServerContext* ctx, v1::AdmitRequest* request,
+    grpc::ByteBuffer* resp) {
+  if (!request->has_wait() ||
+      (request->wait().seconds() <= 0 && request->wait().nanos() <= 0)) {
+    return nullptr;
+  }
+  if (waiting_.fetch_add(1, std::memory_order_relaxed) >= max_waiting_) {
+    // Full: answered as an Admit without a wait.
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    overflows_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  auto* call = new WaitingAdmit(client_, tally_, resp, std::move(*request),
+                                absl::FromChrono(ctx->deadline()), &waiting_);
+  call->Start();
+  return call;
+}
+
+// Parsed once: held if it waits and there is room, else answered.
 grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* req,
                                               grpc::ByteBuffer* resp) {
-  v1::AdmitRequest waiting;
-  if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
-      (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
-    if (waiting_.fetch_add(1, std::memory_order_relaxed) < max_waiting_) {
-      auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting),
-                                    absl::FromChrono(ctx->deadline()),
-                                    &waiting_);
-      call->Start();
-      return call;
-    }
-    // Full: answered below as an Admit without a wait.
-    waiting_.fetch_sub(1, std::memory_order_relaxed);
-    overflows_.fetch_add(1, std::memory_order_relaxed);
-  }
   using Req = v1::AdmitRequest;
   using Resp = v1::AdmitResponse;
-  return Serve<Req, Resp>(
-      ctx, req, resp,
+  auto request = std::make_shared<Req>();
+  if (!rpc::ParseRequest(*req, request.get())) {
+    return rpc::FinishUnparsable<Req>(ctx, *req);
+  }
+  if (grpc::ServerUnaryReactor* held = MaybeHold(ctx, request.get(), resp)) {
+    return held;
+  }
+  return ServeParsed<Req, Resp>(
+      ctx, std::move(request), resp,
       [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "agent/status/decision_tally.h"
 #include "agent/work_pool.h"
@@ -83,6 +84,19 @@ class AgentService final : public RawService {
                                   const grpc::ByteBuffer* req,
                                   grpc::ByteBuffer* resp, Inline try_inline,
                                   Pooled pooled);
+  // Serve's answer for a request already parsed (Admit parses once: it
+  // looks for a wait first).
+  template <typename Request, typename Response, typename Inline,
+            typename Pooled>
+  grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* ctx,
+                                        std::shared_ptr<const Request> request,
+                                        grpc::ByteBuffer* resp,
+                                        Inline try_inline, Pooled pooled);
+  // A waiting Admit held here (`request` moved into it), or null: answer
+  // it as any Admit (`request` untouched).
+  grpc::ServerUnaryReactor* MaybeHold(grpc::CallbackServerContext* ctx,
+                                      v1::AdmitRequest* request,
+                                      grpc::ByteBuffer* resp);
 
   int MaxBatchSize() const {
     return client_->options().local_policy.limits.max_batch_size;

@@ -40,10 +40,11 @@ void EndpointTable::SetConfig(std::shared_ptr<const CompiledConfig> config) {
 EndpointState& EndpointTable::Acquire(Shard& s, absl::string_view key,
                                       size_t hash, absl::Time now,
                                       std::optional<EndpointState>* scratch,
-                                      bool* untracked) {
+                                      bool* untracked, int64_t max_tracked) {
   auto it = s.map.find(key, hash);
   if (it != s.map.end()) return **it;
-  const int64_t max = s.config->config.limits.max_endpoints;
+  int64_t max = s.config->config.limits.max_endpoints;
+  if (max_tracked >= 0) max = std::min(max, max_tracked);
   if (!TryReservePlace(max)) {
     SweepFullShard(s, now);
     if (!TryReservePlace(max)) {

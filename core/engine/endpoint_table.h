@@ -64,9 +64,12 @@ class EndpointTable {
   // Runs `fn(EndpointState&, const PolicyParams&, bool untracked)` on the
   // state of `key` (found, created, or scratch when the table is full),
   // bound to the shard's configuration and last seen at `now`, under the
-  // shard's lock; returns what `fn` returns.
+  // shard's lock; returns what `fn` returns. `max_tracked` >= 0 creates
+  // only while fewer endpoints than that are tracked (and never beyond
+  // limits.max_endpoints); < 0: limits.max_endpoints.
   template <typename Fn>
-  auto WithState(absl::string_view key, absl::Time now, Fn fn);
+  auto WithState(absl::string_view key, absl::Time now, Fn fn,
+                 int64_t max_tracked = -1);
 
   // Runs `fn(const EndpointState&, const CompiledConfig&)` under the
   // shard's lock if `key` is tracked; false if it is not. Changes nothing.
@@ -161,11 +164,13 @@ class EndpointTable {
     return shards_[(*hash >> 48) & (kNumShards - 1)];
   }
   // Finds or creates the state of `key`; `scratch` holds it when the table
-  // is full (then *untracked is set).
+  // is full, or holds `max_tracked` (>= 0) endpoints (then *untracked is
+  // set).
   EndpointState& Acquire(Shard& s, absl::string_view key, size_t hash,
                          absl::Time now,
                          std::optional<EndpointState>* scratch,
-                         bool* untracked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+                         bool* untracked, int64_t max_tracked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Takes one of the table's `max` places, atomically across shards: two
   // shards inserting at once cannot both take the last place. False: full.
   bool TryReservePlace(int64_t max);
@@ -183,13 +188,15 @@ class EndpointTable {
 };
 
 template <typename Fn>
-auto EndpointTable::WithState(absl::string_view key, absl::Time now, Fn fn) {
+auto EndpointTable::WithState(absl::string_view key, absl::Time now, Fn fn,
+                              int64_t max_tracked) {
   size_t hash;
   Shard& shard = ShardFor(key, &hash);
   absl::MutexLock l(&shard.mu);
   std::optional<EndpointState> scratch;
   bool untracked = false;
-  EndpointState& st = Acquire(shard, key, hash, now, &scratch, &untracked);
+  EndpointState& st =
+      Acquire(shard, key, hash, now, &scratch, &untracked, max_tracked);
   const PolicyParams& policy = shard.config->Bind(st, key);
   st.last_seen_ns = absl::ToUnixNanos(now);
   return fn(st, policy, untracked);

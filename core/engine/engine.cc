@@ -384,21 +384,40 @@ LeaseTerms Engine::LeaseTermsFor(absl::string_view endpoint) {
   return terms;
 }
 
-void Engine::ApplyLateCounts(absl::string_view endpoint,
+bool Engine::ApplyLateCounts(absl::string_view endpoint,
                              absl::Span<const LateCounts> buckets) {
   const absl::Time now = clock_->Now();
-  table_->WithState(
+  const int64_t share = static_cast<int64_t>(
+      static_cast<double>(table_->config()->config.limits.max_endpoints) *
+      kLateCountsEndpointShare);
+  return table_->WithState(
       endpoint, now,
       [&](EndpointState& st, const PolicyParams& p, bool untracked) {
+        if (untracked) {
+          late_counts_dropped_.fetch_add(1, std::memory_order_relaxed);
+          return false;
+        }
         for (const LateCounts& b : buckets) {
           engine::ApplyLateCounts(st, p, now, b);
           // A success between permanent failures ends their run.
-          if (b.successes > 0 && !untracked) {
+          if (b.successes > 0) {
             ForgetPermanentFailures(st, disables_);
           }
         }
-        if (!untracked) ReportCondition(st, p, now, condition_sink_);
-      });
+        ReportCondition(st, p, now, condition_sink_);
+        return true;
+      },
+      share);
+}
+
+absl::Time Engine::LastEvidence(absl::string_view endpoint) const {
+  const absl::Time now = clock_->Now();
+  absl::Time evidence = absl::InfinitePast();
+  table_->WithTracked(endpoint,
+                      [&](const EndpointState& st, const CompiledConfig&) {
+                        evidence = engine::LastEvidence(st, now);
+                      });
+  return evidence;
 }
 
 void Engine::set_condition_sink(ConditionSink* sink) {
@@ -428,6 +447,8 @@ int64_t Engine::EvictIdle() { return table_->EvictIdle(clock_->Now()); }
 
 EngineStats Engine::Stats() const {
   EngineStats stats = table_->Stats();
+  stats.late_counts_dropped =
+      late_counts_dropped_.load(std::memory_order_relaxed);
   stats.disabled = disables_.size();
   for (size_t i = 0; i < disables_total_.size(); ++i) {
     stats.disables_total[i] = disables_total_[i].load(std::memory_order_relaxed);

@@ -180,9 +180,20 @@ class Engine {
   // clear on its policy's terms.
   LeaseTerms LeaseTermsFor(absl::string_view endpoint);
   // A lease holder's counts for `endpoint` (a valid key), learned at the
-  // times they happened (tracking the endpoint if it is not yet).
-  void ApplyLateCounts(absl::string_view endpoint,
+  // times they happened. Counts may start tracking an endpoint only while
+  // the table holds fewer than kLateCountsEndpointShare of
+  // limits.max_endpoints: beyond, counts for an untracked key are dropped
+  // (false; counted in Stats().late_counts_dropped), so fabricated keys
+  // cannot fill the table that decisions need.
+  static constexpr double kLateCountsEndpointShare = 0.5;
+  bool ApplyLateCounts(absl::string_view endpoint,
                        absl::Span<const LateCounts> buckets);
+  // The latest sign that `endpoint` takes deliveries again: its last
+  // success, or the end of a Retry-After window that has passed
+  // (decision_path.h); InfinitePast if untracked. A waiting call held only
+  // by its own backoff may go once this is after its arrival (decision.h,
+  // "Waiting admission"). Reads; changes nothing.
+  absl::Time LastEvidence(absl::string_view endpoint) const;
   // An outside reason to hold a half-open probe back (leases: a holder of
   // an older epoch may still admit locally; core/lease/lease_ledger.h).
   // Asked only when a probe would be admitted, under the endpoint's shard
@@ -238,6 +249,7 @@ class Engine {
   // shards would leave some shards on one configuration for good.
   absl::Mutex set_config_mu_;
   std::unique_ptr<EndpointTable> table_;
+  std::atomic<int64_t> late_counts_dropped_{0};
   std::atomic<int> max_key_bytes_;
   std::atomic<int> max_batch_size_;
 };

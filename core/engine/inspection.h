@@ -79,6 +79,9 @@ struct EngineStats {
   int64_t tracked = 0;
   int64_t evicted_total = 0;
   std::array<int64_t, kNumBreakerStates + 1> by_breaker_state{};  // [state]
+  // Late counts (Engine::ApplyLateCounts) dropped for an untracked key
+  // beyond their share of limits.max_endpoints, since start.
+  int64_t late_counts_dropped = 0;
   // Endpoints disabled now, and disables since start by trigger
   // ([DisableTrigger]; restored ones are not counted).
   int64_t disabled = 0;

@@ -103,7 +103,8 @@ bool ReplicaSync::MembersMatch(const std::vector<std::string>& theirs) const {
   return a == b;
 }
 
-absl::StatusOr<ReplicaSync::Opened> ReplicaSync::Open(const Up& first) {
+absl::StatusOr<ReplicaSync::Opened> ReplicaSync::Open(
+    const Up& first, std::optional<std::string> bound_id) {
   if (!first.hello.has_value()) {
     return absl::InvalidArgumentError(
         "hello: the first message of a stream must carry it");
@@ -117,7 +118,8 @@ absl::StatusOr<ReplicaSync::Opened> ReplicaSync::Open(const Up& first) {
     absl::MutexLock l(&mu_);
     out.stream = next_stream_++;
     Stream& s = streams_[out.stream];
-    s.agent = {hello.agent_id, hello.incarnation};
+    s.agent = {bound_id.has_value() ? *std::move(bound_id) : hello.agent_id,
+               hello.incarnation};
     s.members_match = MembersMatch(hello.members);
     Agent& a = agents_[s.agent];
     if (a.applied_seq == 0) a.applied_seq = hello.next_count_seq - 1;
@@ -242,8 +244,9 @@ absl::StatusOr<Down> ReplicaSync::Receive(uint64_t stream, const Up& up) {
   return down;
 }
 
-void ReplicaSync::ApplyCounts(const Apply& apply) {
+void ReplicaSync::ApplyCounts(Apply& apply) {
   if (!apply.report.has_value()) return;
+  if (counts_filter_) counts_filter_(apply.agent, &*apply.report);
   if (counts_observer_) counts_observer_(apply.agent, *apply.report);
   std::vector<engine::LateCounts> buckets;
   for (const EndpointCounts& e : apply.report->endpoints) {

@@ -126,7 +126,12 @@ class ReplicaSync : public engine::ConditionSink {
   // `first` carries the hello (and may carry an acknowledgement and counts,
   // as any message up). InvalidArgument naming the bad field of the hello,
   // or FailedPrecondition for another protocol version.
-  absl::StatusOr<Opened> Open(const Up& first);
+  // `bound_id`: the name the replica knows the agent by, when the caller
+  // bound the hello's agent_id to the peer's identity
+  // (server/service/agent_identity.h); it keys the agent's count seqs and
+  // its streams' records. nullopt: the hello's agent_id as sent.
+  absl::StatusOr<Opened> Open(
+      const Up& first, std::optional<std::string> bound_id = std::nullopt);
   // InvalidArgument for a bad message, FailedPrecondition for a count gap
   // (the stream must then end); the answer otherwise (it may be empty).
   absl::StatusOr<Down> Receive(uint64_t stream, const Up& up);
@@ -157,6 +162,13 @@ class ReplicaSync : public engine::ConditionSink {
   using CountsObserver = std::function<void(
       const AgentKey& agent, const CountReport& report)>;
   void set_counts_observer(CountsObserver o) { counts_observer_ = std::move(o); }
+  // Trims a count report before it is applied (once per seq, outside this
+  // object's lock, before the observer): the caller's caps on an agent's
+  // counts (server/service/count_guard.h). Set before streams open; null:
+  // every count is applied.
+  using CountsFilter =
+      std::function<void(const AgentKey& agent, CountReport* report)>;
+  void set_counts_filter(CountsFilter f) { counts_filter_ = std::move(f); }
 
   Stats stats() const;
   absl::Duration ttl() const { return options_.ttl; }
@@ -204,7 +216,7 @@ class ReplicaSync : public engine::ConditionSink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Renew(Stream& s, uint64_t number, absl::Time now, Down* down)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyCounts(const Apply& apply);
+  void ApplyCounts(Apply& apply);
   // When probes on an entry of `version` are safe: InfiniteFuture if some
   // lease could still be admitting on it (it has neither acknowledged
   // the version nor ended). `own`: an entry of keys this replica's leases
@@ -225,6 +237,7 @@ class ReplicaSync : public engine::ConditionSink {
   const engine::Clock* const mono_;
   const absl::Time start_;
   CountsObserver counts_observer_;
+  CountsFilter counts_filter_;
   std::function<void()> on_pending_;
   // A change is pending since `at` (wakes the pusher on the first one).
   void Pending(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -66,8 +66,9 @@ enum class LabelSet : uint8_t {
   kClientErrorCode,   // gRPC status code names the client counts
   kDirection,         // in | out
   kDisableTrigger,    // operator | unavailable | permanent_failures
+  kCountsDropCause,   // bucket_cap | agent_rate | endpoint_share
 };
-inline constexpr int kNumLabelSets = 15;
+inline constexpr int kNumLabelSets = 16;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -97,8 +98,8 @@ inline constexpr std::array<const char*, 5> kStateLoadFailureLabels = {
     "missing", "unreadable", "truncated", "corrupt", "incompatible_version"};
 // stagger_authz_denied_total{service}: the services staggerd serves, then
 // "other" (kAuthzServiceLabels.back()) for any other method path.
-inline constexpr std::array<const char*, 5> kAuthzServiceLabels = {
-    "stagger.v1.RetryCoordinator", "stagger.v1.Admin",
+inline constexpr std::array<const char*, 6> kAuthzServiceLabels = {
+    "stagger.v1.RetryCoordinator", "stagger.v1.Admin", "stagger.v1.AgentSync",
     "stagger.v1.EndpointWatch", "grpc.health.v1.Health", "other"};
 inline constexpr std::array<const char*, 2> kDenyCauseLabels = {
     "deny_rule", "no_allow_rule"};
@@ -110,6 +111,10 @@ inline constexpr std::array<const char*, 3> kDisableTriggerLabels = {
     "operator", "unavailable", "permanent_failures"};
 // Index 0 is in (received), 1 out (sent).
 inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
+// stagger_sync_counts_dropped_total{cause}, in ServerMetrics::CountsDrop
+// order (server/service/count_guard.h says what each is).
+inline constexpr std::array<const char*, 3> kCountsDropCauseLabels = {
+    "bucket_cap", "agent_rate", "endpoint_share"};
 // gRPC status code names by code number (grpc::StatusCode 0..16).
 inline constexpr std::array<const char*, 17> kGrpcCodeNames = {
     "OK",
@@ -151,6 +156,7 @@ enum class MetricId : uint8_t {
   kLeaseGrants,
   kNotClearEntries,
   kLeases,
+  kSyncCountsDropped,
   kWaitingCalls,
   kWaitingOverflows,
   kBreakerTransitions,
@@ -181,7 +187,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 41;
+inline constexpr int kNumMetrics = 42;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -254,6 +260,13 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      Registrar::kServerMetrics, 0, {},
      "Agent streams holding a live lease from this replica (updated every "
      "second)."},
+    {MetricId::kSyncCountsDropped, "stagger_sync_counts_dropped_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"cause", LabelSet::kCountsDropCause}}},
+     "Endpoint entries of agents' count reports cut or dropped by the caps: "
+     "a bucket over the answers it may carry (bucket_cap, cut to it), an "
+     "agent over its buckets a second (agent_rate), a key the table may not "
+     "take for counts (endpoint_share)."},
     {MetricId::kWaitingCalls, "stagger_waiting_calls", MetricType::kGauge,
      Registrar::kServerMetrics, 0, {},
      "Waiting Admits (AdmitRequest.wait) held now, answered when the endpoint "

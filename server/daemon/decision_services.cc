@@ -44,10 +44,11 @@ DecisionServices::DecisionServices(engine::Engine* engine,
   service::WaitRoom* agents_room =
       options.max_agent_held_calls > 0 ? waits_.get() : nullptr;
   leases_.sync().set_held_calls(
-      [engine, room = agents_room, answered](service::AgentHeldCalls::Send send) {
+      [engine, room = agents_room, answered](service::AgentHeldCalls::Send send,
+                                             const std::string& agent) {
         return service::AgentHeldCalls::Make(
             engine, room, engine::RealClock::Instance(), answered,
-            std::move(send));
+            std::move(send), agent);
       });
 }
 

@@ -125,6 +125,11 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
   waiting_ = &RegisterFamily<MetricId::kWaitingCalls>(registry).Add({});
   waiting_overflows_ =
       &RegisterFamily<MetricId::kWaitingOverflows>(registry).Add({});
+  auto& dropped = RegisterFamily<MetricId::kSyncCountsDropped>(registry);
+  for (size_t c = 0; c < kCountsDropCauseLabels.size(); ++c) {
+    counts_dropped_[c] = &dropped.Add(CatalogLabels(
+        MetricId::kSyncCountsDropped, {kCountsDropCauseLabels[c]}));
+  }
 }
 
 // Breaker transitions (the 6 real ones) and the endpoint-table series the
@@ -265,6 +270,13 @@ void ServerMetrics::SetWaitingCalls(int64_t n) {
 
 void ServerMetrics::RecordWaitingOverflow() { waiting_overflows_->Increment(); }
 
+void ServerMetrics::RecordCountsDropped(CountsDrop cause, int64_t entries) {
+  if (entries > 0) {
+    counts_dropped_[static_cast<size_t>(cause)]->Increment(
+        static_cast<double>(entries));
+  }
+}
+
 void ServerMetrics::AddWatchStreams(int delta) {
   watch_streams_->Increment(delta);
 }
@@ -326,6 +338,11 @@ void ServerMetrics::RefreshEngineStats() {
           static_cast<double>(stats.disables_total[t] - disables_seen_[t]));
       disables_seen_[t] = stats.disables_total[t];
     }
+  }
+  if (stats.late_counts_dropped > late_counts_dropped_seen_) {
+    RecordCountsDropped(CountsDrop::kEndpointShare,
+                        stats.late_counts_dropped - late_counts_dropped_seen_);
+    late_counts_dropped_seen_ = stats.late_counts_dropped;
   }
 }
 

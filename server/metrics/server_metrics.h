@@ -159,6 +159,16 @@ class ServerMetrics {
   // stagger_waiting_calls; stagger_waiting_overflows_total.
   void SetWaitingCalls(int64_t n);
   void RecordWaitingOverflow();
+  // stagger_sync_counts_dropped_total{cause}: `entries` endpoint entries of
+  // agents' count reports cut or dropped (server/service/count_guard.h).
+  // kEndpointShare is the engine's count (EngineStats::late_counts_dropped),
+  // taken by RefreshEngineStats.
+  enum class CountsDrop : uint8_t {
+    kBucketCap = 0,
+    kAgentRate = 1,
+    kEndpointShare = 2
+  };
+  void RecordCountsDropped(CountsDrop cause, int64_t entries);
   // The watch (stagger.v1.EndpointWatch): streams opened (+1) and closed
   // (-1), events written to the change log, watchers told they missed
   // events.
@@ -213,6 +223,7 @@ class ServerMetrics {
   prometheus::Gauge* leases_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Counter* waiting_overflows_ = nullptr;
+  std::array<prometheus::Counter*, 3> counts_dropped_{};  // [CountsDrop]
   // [from 1..3][to 1..3]; nullptr on the diagonal and at index 0.
   std::array<std::array<prometheus::Counter*, kNumStates + 1>, kNumStates + 1>
       transitions_{};
@@ -238,6 +249,7 @@ class ServerMetrics {
   std::atomic<const engine::Engine*> engine_{nullptr};
   absl::Mutex refresh_mu_;
   int64_t evicted_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+  int64_t late_counts_dropped_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
   std::array<int64_t, engine::kMaxDisableTrigger + 1> disables_seen_
       ABSL_GUARDED_BY(refresh_mu_){};
 };
@@ -262,6 +274,8 @@ class ScopedRpcTimer {
                                      std::chrono::steady_clock::now() - start_));
     metrics_ = nullptr;
   }
+  // Records nothing: the call was handed on (a waiting Admit held).
+  void Drop() { metrics_ = nullptr; }
 
  private:
   ServerMetrics* metrics_;

@@ -23,6 +23,7 @@ class AgentHeldCall final : public HeldCall {
     return gone_.load(std::memory_order_acquire);
   }
   bool for_agent() const override { return true; }
+  absl::string_view agent() const override { return owner_->agent(); }
   void Answer(const engine::Decision& d, absl::Time now) override {
     owner_->Answered(this, d, now);
     delete this;
@@ -40,18 +41,21 @@ class AgentHeldCall final : public HeldCall {
 
 std::shared_ptr<AgentHeldCalls> AgentHeldCalls::Make(
     engine::Engine* engine, WaitRoom* room, const engine::Clock* clock,
-    WaitRoom::Answered answered, Send send) {
-  return std::shared_ptr<AgentHeldCalls>(new AgentHeldCalls(
-      engine, room, clock, std::move(answered), std::move(send)));
+    WaitRoom::Answered answered, Send send, std::string agent) {
+  return std::shared_ptr<AgentHeldCalls>(
+      new AgentHeldCalls(engine, room, clock, std::move(answered),
+                         std::move(send), std::move(agent)));
 }
 
 AgentHeldCalls::AgentHeldCalls(engine::Engine* engine, WaitRoom* room,
                                const engine::Clock* clock,
-                               WaitRoom::Answered answered, Send send)
+                               WaitRoom::Answered answered, Send send,
+                               std::string agent)
     : engine_(engine),
       room_(room),
       clock_(clock),
       answered_(std::move(answered)),
+      agent_(std::move(agent)),
       send_(std::move(send)) {}
 
 AgentHeldCalls::~AgentHeldCalls() { Close(); }
@@ -102,7 +106,7 @@ absl::Status AgentHeldCalls::Hold(const v1::HeldAdmit& h) {
   };
   if (!in.ok()) return bad(in.status());
   const absl::Time now = clock_->Now();
-  if (room_ == nullptr || !room_->HasRoom(/*for_agent=*/true)) {
+  if (room_ == nullptr || !room_->HasRoom(/*for_agent=*/true, agent_)) {
     absl::StatusOr<engine::Decision> d = engine_->Admit(*in);
     if (!d.ok()) return bad(d.status());
     SendDecision(h.id(), *d, now);

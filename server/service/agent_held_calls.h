@@ -18,6 +18,10 @@
 //   * Close(): the stream ended. Every entry leaves the room (a probe
 //     already released to one goes back), nothing more is sent, later
 //     holds are refused.
+//   * `agent`: the stream's bound agent id (agent_identity.h). The room
+//     keeps each agent to its share of --max_agent_held_calls
+//     (WaitRoom::AgentShare); a call beyond it is answered at once, as an
+//     Admit would be.
 // Thread-safe. Lock order: this object's lock, then the room's, then the
 // engine's; `send` runs under this object's lock and must not call back.
 // The engine, room (may be null) and clock must outlive every entry.
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -51,7 +56,8 @@ class AgentHeldCalls : public std::enable_shared_from_this<AgentHeldCalls> {
                                               WaitRoom* room,
                                               const engine::Clock* clock,
                                               WaitRoom::Answered answered,
-                                              Send send);
+                                              Send send,
+                                              std::string agent = "");
   ~AgentHeldCalls();
 
   absl::Status Hold(const v1::HeldAdmit& h);
@@ -60,12 +66,13 @@ class AgentHeldCalls : public std::enable_shared_from_this<AgentHeldCalls> {
   void Close();
 
   size_t held() const;  // entries not yet answered
+  const std::string& agent() const { return agent_; }
 
  private:
   friend class AgentHeldCall;
   AgentHeldCalls(engine::Engine* engine, WaitRoom* room,
                  const engine::Clock* clock, WaitRoom::Answered answered,
-                 Send send);
+                 Send send, std::string agent);
   // From the room (outside its lock): the call's end.
   void Answered(AgentHeldCall* call, const engine::Decision& d,
                 absl::Time now);
@@ -79,6 +86,7 @@ class AgentHeldCalls : public std::enable_shared_from_this<AgentHeldCalls> {
   WaitRoom* const room_;
   const engine::Clock* const clock_;
   const WaitRoom::Answered answered_;
+  const std::string agent_;
   mutable absl::Mutex mu_;
   Send send_ ABSL_GUARDED_BY(mu_);  // null once closed
   absl::flat_hash_map<uint64_t, AgentHeldCall*> held_ ABSL_GUARDED_BY(mu_);

@@ -39,12 +39,8 @@ void CoordinatorService::Decided(const engine::Decision& d,
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::MaybeHold(
-    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+    grpc::CallbackServerContext* ctx, const v1::AdmitRequest& request,
     grpc::ByteBuffer* resp) {
-  v1::AdmitRequest request;
-  if (!rpc::ParseRequest(*req, &request) || !request.has_wait()) {
-    return nullptr;
-  }
   absl::StatusOr<engine::AdmitInput> in = FromProto(request);
   if (!in.ok() || in->wait <= absl::ZeroDuration() || !waits_->HasRoom()) {
     return nullptr;
@@ -58,8 +54,8 @@ grpc::ServerUnaryReactor* CoordinatorService::MaybeHold(
   CheckOwner(in->endpoint);
   absl::StatusOr<engine::WaitOutcome> o =
       engine_->AdmitWaiting(*in, &w, engine::WaitStep::kArrive);
-  if (!o.ok()) return nullptr;  // Serve names the bad field
-  auto* call = new WaitingCall(waits_, ctx, resp, std::move(request), *in, w);
+  if (!o.ok()) return nullptr;  // Admit names the bad field
+  auto* call = new WaitingCall(waits_, ctx, resp, request, *in, w);
   if (o->answer.has_value() || !waits_->Hold(call, o->recheck)) {
     absl::StatusOr<engine::WaitOutcome> now_answer =
         o->answer.has_value()
@@ -207,16 +203,27 @@ grpc::ServerUnaryReactor* CoordinatorService::Serve(
       });
 }
 
+// Parsed once: held if it waits and the room takes it, else answered.
 grpc::ServerUnaryReactor* CoordinatorService::Admit(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
     grpc::ByteBuffer* resp) {
-  if (waits_ != nullptr) {
-    if (grpc::ServerUnaryReactor* held = MaybeHold(ctx, req, resp)) {
+  ScopedRpcTimer timer(metrics_, ServerMetrics::Method::kAdmit);
+  google::protobuf::Arena arena(rpc::CallArenaOptions());
+  auto* request =
+      google::protobuf::Arena::CreateMessage<v1::AdmitRequest>(&arena);
+  if (!rpc::ParseRequest(*req, request)) {
+    return rpc::FinishUnparsable<v1::AdmitRequest>(ctx, *req);
+  }
+  if (waits_ != nullptr && request->has_wait()) {
+    if (grpc::ServerUnaryReactor* held = MaybeHold(ctx, *request, resp)) {
+      timer.Drop();  // not a handling time: the room answers it later
       return held;
     }
   }
-  return Serve(ctx, req, resp, ServerMetrics::Method::kAdmit,
-               &CoordinatorService::DoAdmit);
+  auto* response =
+      google::protobuf::Arena::CreateMessage<v1::AdmitResponse>(&arena);
+  const grpc::Status status = DoAdmit(*request, response);
+  return rpc::FinishWithResponse(ctx, status, *response, resp);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Report(

@@ -120,10 +120,10 @@ class CoordinatorService final : public RawCoordinatorService {
   void CheckOwner(absl::string_view key);
   // After a report: any report may let its waiting calls go.
   void AfterReport(const engine::ReportInput& in);
-  // A waiting Admit the room holds (the call is then the room's), or
-  // nullptr: Serve answers it as any Admit.
+  // A waiting Admit (`request`, parsed once by Admit) the room holds (the
+  // call is then the room's), or nullptr: Admit answers it as any Admit.
   grpc::ServerUnaryReactor* MaybeHold(grpc::CallbackServerContext* ctx,
-                                      const grpc::ByteBuffer* req,
+                                      const v1::AdmitRequest& request,
                                       grpc::ByteBuffer* resp);
   // The decision in `out`, and whether this coordinator holds waiting calls.
   void Decided(const engine::Decision& d, v1::Decision* out) const;

@@ -24,6 +24,16 @@ SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
                  Attach attach)
     : metrics_(metrics),
       mono_(mono),
+      guard_(mono,
+             [metrics](CountGuard::Cause cause, int64_t entries) {
+               if (metrics != nullptr) {
+                 metrics->RecordCountsDropped(
+                     cause == CountGuard::Cause::kBucketCap
+                         ? metrics::ServerMetrics::CountsDrop::kBucketCap
+                         : metrics::ServerMetrics::CountsDrop::kAgentRate,
+                     entries);
+               }
+             }),
       sync_(std::make_unique<lease::ReplicaSync>(std::move(options), engine,
                                                  mono)) {
   if (attach) {
@@ -31,6 +41,10 @@ SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
   } else {
     sync_->AttachToEngine();
   }
+  sync_->set_counts_filter(
+      [this](const lease::AgentKey& agent, lease::CountReport* report) {
+        guard_.Trim(agent, report);
+      });
   sync_->set_on_pending([this] {
     absl::MutexLock l(&wake_mu_);
     woken_ = true;
@@ -43,10 +57,11 @@ SyncHub::~SyncHub() {
   thread_.join();
 }
 
-absl::Status SyncHub::Open(const lease::Up& first, SyncPeer* peer) {
+absl::Status SyncHub::Open(const lease::Up& first, SyncPeer* peer,
+                           const std::string& agent) {
   absl::MutexLock l(&mu_);  // the snapshot before any later push
   if (stop_) return absl::UnavailableError("draining");
-  absl::StatusOr<lease::ReplicaSync::Opened> o = sync_->Open(first);
+  absl::StatusOr<lease::ReplicaSync::Opened> o = sync_->Open(first, agent);
   if (!o.ok()) return o.status();
   peers_[o->stream] = peer;
   v1::SyncDown down;
@@ -74,6 +89,7 @@ void SyncHub::Close(uint64_t stream, SyncPeer* peer) {
 }
 
 v1::SyncDown SyncHub::Resync(uint64_t stream) {
+  resyncs_.fetch_add(1, std::memory_order_relaxed);
   v1::SyncDown out;
   wire::ToProto(sync_->Resync(stream), &out);
   return out;

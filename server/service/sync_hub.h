@@ -18,15 +18,20 @@
 // Metrics (may be null): messages are counted by the stream; the hub keeps
 // stagger_leases (live stream leases), stagger_not_clear_entries and the
 // renewals granted.
+// Counts: every report is trimmed to the caps of CountGuard
+// (count_guard.h) before it is applied; what is cut is counted in
+// stagger_sync_counts_dropped_total.
 // Thread-safe. Lock order: this hub's lock, then a stream's; the hub calls
 // ReplicaSync (which may call the engine) with its lock held only from the
 // pusher thread, and the engine never calls back into the hub.
 #ifndef STAGGER_SERVER_SERVICE_SYNC_HUB_H_
 #define STAGGER_SERVER_SERVICE_SYNC_HUB_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -37,6 +42,7 @@
 #include "core/lease/replica_sync.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/count_guard.h"
 #include "stagger/v1/sync.pb.h"
 
 namespace stagger::service {
@@ -70,8 +76,9 @@ class SyncHub {
 
   // Unavailable after Shutdown, or the protocol's error (the stream ends
   // with it); else the peer is told its id and first message (Opened)
-  // before this returns.
-  absl::Status Open(const lease::Up& first, SyncPeer* peer);
+  // before this returns. `agent`: the agent's bound id (agent_identity.h).
+  absl::Status Open(const lease::Up& first, SyncPeer* peer,
+                    const std::string& agent);
   absl::StatusOr<v1::SyncDown> Receive(uint64_t stream, const lease::Up& up);
   void Close(uint64_t stream, SyncPeer* peer);
   v1::SyncDown Resync(uint64_t stream);
@@ -79,6 +86,8 @@ class SyncHub {
 
   lease::ReplicaSync& sync() { return *sync_; }
   int64_t streams() const;
+  // Snapshots made by Resync since start (streams that fell behind).
+  int64_t resyncs() const { return resyncs_.load(std::memory_order_relaxed); }
 
  private:
   void Run();  // the pusher thread
@@ -86,7 +95,9 @@ class SyncHub {
 
   metrics::ServerMetrics* const metrics_;
   const engine::Clock* const mono_;
+  CountGuard guard_;
   std::unique_ptr<lease::ReplicaSync> sync_;
+  std::atomic<int64_t> resyncs_{0};
   // The pusher sleeps on this leaf lock; a change's first notice wakes it.
   absl::Mutex wake_mu_;
   bool woken_ ABSL_GUARDED_BY(wake_mu_) = false;

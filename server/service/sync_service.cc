@@ -10,6 +10,8 @@
 #include "core/lease/messages.h"
 #include "core/rpc/raw_unary.h"
 #include "core/wire/sync_wire.h"
+#include "server/security/authz_processor.h"
+#include "server/service/agent_identity.h"
 
 namespace stagger::service {
 namespace {
@@ -35,11 +37,8 @@ class SyncStream final
       : ctx_(ctx),
         hub_(hub),
         count_(count),
-        max_backlog_bytes_(max_backlog_bytes) {
-    if (held_calls) {
-      held_ = held_calls(
-          [this](v1::HeldAnswer a) { EnqueueAnswer(std::move(a)); });
-    }
+        max_backlog_bytes_(max_backlog_bytes),
+        held_calls_(held_calls) {
     StartRead(&in_);
   }
 
@@ -75,8 +74,12 @@ class SyncStream final
   // (docs/SANITIZERS.md); taking mu_ first orders it after every locked
   // use of the queue for ThreadSanitizer.
   void OnDone() override {
-    { absl::MutexLock l(&mu_); }
-    if (held_ != nullptr) held_->Close();  // sends nothing more to us
+    std::shared_ptr<AgentHeldCalls> held;
+    {
+      absl::MutexLock l(&mu_);
+      held = held_;
+    }
+    if (held != nullptr) held->Close();  // sends nothing more to us
     hub_->Close(stream(), this);
     delete this;
   }
@@ -160,8 +163,21 @@ class SyncStream final
         return absl::InvalidArgumentError(
             "hello: the first message of a stream must carry it");
       }
-      if (absl::Status s = hub_->Open(*in, this); !s.ok()) return s;
+      const std::shared_ptr<const grpc::AuthContext> auth =
+          ctx_->auth_context();
+      absl::StatusOr<std::string> bound = BoundAgentId(
+          auth != nullptr ? security::PeerOf(*auth) : security::AuthzPeer{},
+          in->hello->agent_id);
+      if (!bound.ok()) return bound.status();
+      const std::string agent = *std::move(bound);
+      if (absl::Status s = hub_->Open(*in, this, agent); !s.ok()) return s;
       opened_ = true;
+      if (held_calls_) {
+        std::shared_ptr<AgentHeldCalls> held = held_calls_(
+            [this](v1::HeldAnswer a) { EnqueueAnswer(std::move(a)); }, agent);
+        absl::MutexLock l(&mu_);
+        held_ = std::move(held);
+      }
     } else {
       absl::StatusOr<v1::SyncDown> d = hub_->Receive(stream(), *in);
       if (!d.ok()) return d.status();
@@ -176,15 +192,20 @@ class SyncStream final
         up.returns_size() == 0) {
       return absl::OkStatus();
     }
-    if (held_ == nullptr) {
+    std::shared_ptr<AgentHeldCalls> held;
+    {
+      absl::MutexLock l(&mu_);
+      held = held_;
+    }
+    if (held == nullptr) {
       return absl::UnimplementedError("holds: this server holds no calls");
     }
     for (const v1::HeldAdmit& h : up.holds()) {
-      if (absl::Status s = held_->Hold(h); !s.ok()) return s;
+      if (absl::Status s = held->Hold(h); !s.ok()) return s;
     }
-    for (uint64_t id : up.drops()) held_->Drop(id);
+    for (uint64_t id : up.drops()) held->Drop(id);
     for (const v1::ReturnedRelease& r : up.returns()) {
-      held_->Return(r.endpoint(), r.admission());
+      held->Return(r.endpoint(), r.admission());
     }
     return absl::OkStatus();
   }
@@ -263,7 +284,9 @@ class SyncStream final
   SyncHub* const hub_;
   const SyncService::Counter* const count_;
   const size_t max_backlog_bytes_;
-  std::shared_ptr<AgentHeldCalls> held_;  // null: no held calls here
+  const SyncService::HeldCallsFactory& held_calls_;
+  // Made when the hello came; null: no held calls here.
+  std::shared_ptr<AgentHeldCalls> held_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer in_;  // the read in progress (reads are serial)
   bool opened_ = false;  // the hello came (read side)
   absl::Mutex mu_;

@@ -16,10 +16,16 @@
 // does not read would never take a status). Answers to held calls are never
 // dropped.
 //
+// Identity: the hello's agent_id is bound to the peer's identity
+// (agent_identity.h: under mutual TLS, "<principal>|<agent_id>"), and the
+// hub knows the stream's agent by that bound id: its count seqs, lease
+// records and share of held calls. So a certificate cannot act as another
+// certificate's agent, whatever agent_id it sends.
+//
 // Held calls (SyncUp.holds, drops, returns) go to the stream's own
-// AgentHeldCalls, made by `held_calls` (null: a stream that sends holds
-// ends with UNIMPLEMENTED); their answers go down several to a message. The
-// stream's end closes them. Every message in and out is counted
+// AgentHeldCalls, made by `held_calls` with the bound id when the hello
+// came (null: a stream that sends holds ends with UNIMPLEMENTED); their
+// answers go down several to a message. The stream's end closes them. Every message in and out is counted
 // (`count(direction)`, may be null). The hub's Shutdown (drain) ends every
 // stream with OK.
 // Thread-safe. `hub` must outlive the service and every stream.
@@ -29,6 +35,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "grpcpp/grpcpp.h"
@@ -48,8 +55,8 @@ class SyncService final : public RawSyncService {
 
   enum class Direction { kIn, kOut };
   using Counter = std::function<void(Direction)>;
-  using HeldCallsFactory =
-      std::function<std::shared_ptr<AgentHeldCalls>(AgentHeldCalls::Send)>;
+  using HeldCallsFactory = std::function<std::shared_ptr<AgentHeldCalls>(
+      AgentHeldCalls::Send send, const std::string& agent)>;
   SyncService(SyncHub* hub, Counter count,
               size_t max_backlog_bytes = kMaxBacklogBytes);
   // Before the server starts.

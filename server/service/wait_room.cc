@@ -1,7 +1,6 @@
 #include "server/service/wait_room.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "core/wire/wire.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -52,13 +51,32 @@ WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
 
 WaitRoom::~WaitRoom() { Shutdown(); }
 
-bool WaitRoom::HasRoom(bool for_agent) {
+bool WaitRoom::HasRoom(bool for_agent, absl::string_view agent) {
   const int64_t agents = held_for_agents();
-  const bool room =
+  bool room =
       for_agent ? agents < static_cast<int64_t>(options_.max_agent_held)
                 : waiting() - agents < static_cast<int64_t>(options_.max_waiting);
+  if (room && for_agent && !agent.empty()) {
+    room = held_for(agent) < static_cast<int64_t>(AgentShare());
+  }
   if (!room) CountOverflow();
   return room;
+}
+
+int64_t WaitRoom::held_for(absl::string_view agent) {
+  absl::MutexLock l(&mu_);
+  auto it = by_agent_.find(agent);
+  return it == by_agent_.end() ? 0 : it->second;
+}
+
+bool WaitRoom::Fits(const HeldCall& call) {
+  const size_t agents = static_cast<size_t>(held_for_agents());
+  if (!call.for_agent()) return where_.size() - agents < options_.max_waiting;
+  if (agents >= options_.max_agent_held) return false;
+  if (call.agent().empty()) return true;
+  auto it = by_agent_.find(call.agent());
+  return it == by_agent_.end() ||
+         static_cast<size_t>(it->second) < AgentShare();
 }
 
 void WaitRoom::CountOverflow() {
@@ -69,19 +87,17 @@ void WaitRoom::CountOverflow() {
 bool WaitRoom::Hold(HeldCall* call, absl::Time recheck) {
   absl::MutexLock l(&mu_);
   if (stop_) return false;  // shutting down: answered now, no overflow
-  const size_t agents = static_cast<size_t>(held_for_agents());
-  if (call->for_agent() ? agents >= options_.max_agent_held
-                        : where_.size() - agents >= options_.max_waiting) {
+  if (!Fits(*call)) {
     CountOverflow();
     return false;
   }
   if (call->for_agent()) agent_held_.fetch_add(1, std::memory_order_relaxed);
+  if (!call->agent().empty()) ++by_agent_[call->agent()];
   std::string key(call->in().endpoint);
   Line& line = lines_[key];
-  const Entry urgent{call->in().deadline, seq_++, call};
-  line.by_urgency.insert(urgent);
-  line.by_expiry.insert({call->expiry(), urgent.seq, call});
-  where_[call] = {key, urgent};
+  const engine::WaitState& w = call->wait();
+  line.calls.Add(call, {call->in().deadline, w.since, w.until, w.backoff});
+  where_[call] = key;
   const int64_t n = waiting_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
   Schedule(key, line, std::min(recheck, call->expiry()));
@@ -91,11 +107,13 @@ bool WaitRoom::Hold(HeldCall* call, absl::Time recheck) {
 void WaitRoom::Remove(Line& line, HeldCall* call) {
   auto it = where_.find(call);
   if (it == where_.end()) return;
-  const Entry& urgent = it->second.second;
-  line.by_urgency.erase(urgent);
-  line.by_expiry.erase({call->expiry(), urgent.seq, call});
+  line.calls.Remove(call);
   where_.erase(it);
   if (call->for_agent()) agent_held_.fetch_sub(1, std::memory_order_relaxed);
+  if (!call->agent().empty()) {
+    auto a = by_agent_.find(call->agent());
+    if (a != by_agent_.end() && --a->second <= 0) by_agent_.erase(a);
+  }
   const int64_t n = waiting_.fetch_sub(1, std::memory_order_relaxed) - 1;
   if (metrics_ != nullptr) metrics_->SetWaitingCalls(n);
 }
@@ -129,7 +147,7 @@ bool WaitRoom::Cancel(HeldCall* call) {
   absl::MutexLock l(&mu_);
   auto it = where_.find(call);
   if (it == where_.end()) return false;  // already answered: that answer stands
-  Remove(lines_[it->second.first], call);
+  Remove(lines_[it->second], call);
   return true;
 }
 
@@ -169,50 +187,57 @@ void WaitRoom::Look(const std::string& key) {
     if (it == lines_.end()) return;
     Line& line = it->second;
     line.next_look = absl::InfiniteFuture();
-    const absl::Time now = clock_->Now();
-    Expire(line, now, &answers);
-    absl::Time next = Release(line, now, &answers);
-    if (line.by_urgency.empty()) {
+    Expire(line, clock_->Now(), &answers);
+    absl::Time next = Release(key, line, &answers);
+    if (line.calls.empty()) {
       lines_.erase(it);
     } else {
-      next = std::min(next, line.by_expiry.begin()->order);
+      next = std::min(next, line.calls.next_expiry());
       Schedule(key, line, next);
     }
+    looks_.fetch_add(1, std::memory_order_release);  // after its calls
   }
   Deliver(std::move(answers));
 }
 
+absl::StatusOr<engine::WaitOutcome> WaitRoom::Step(HeldCall* call,
+                                                   engine::WaitStep step) {
+  engine_calls_.fetch_add(1, std::memory_order_relaxed);
+  return engine_->AdmitWaiting(call->in(), &call->wait(), step);
+}
+
 void WaitRoom::Expire(Line& line, absl::Time now, std::vector<Answer>* out) {
-  while (!line.by_expiry.empty() && line.by_expiry.begin()->order <= now) {
-    HeldCall* call = line.by_expiry.begin()->call;
-    absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
-        call->in(), &call->wait(), engine::WaitStep::kExpire);
+  while (line.calls.next_expiry() <= now) {
+    HeldCall* call = line.calls.FirstToExpire();
+    absl::StatusOr<engine::WaitOutcome> o =
+        Step(call, engine::WaitStep::kExpire);
     Remove(line, call);
     if (o.ok() && o->answer.has_value()) out->push_back({call, *o->answer});
   }
 }
 
-absl::Time WaitRoom::Release(Line& line, absl::Time now,
+// Backoff waiters with evidence since they arrived join the line first;
+// then the line goes from its head until the gates hold a call.
+absl::Time WaitRoom::Release(const std::string& key, Line& line,
                              std::vector<Answer>* out) {
+  if (line.calls.in_backoff() > 0) {
+    engine_calls_.fetch_add(1, std::memory_order_relaxed);
+    line.calls.TakeEvidence(engine_->LastEvidence(key));
+  }
   absl::Time next = absl::InfiniteFuture();
-  // Walks by value: an erase invalidates a btree's iterators.
-  std::optional<Entry> after;
-  while (true) {
-    auto it = after.has_value() ? line.by_urgency.upper_bound(*after)
-                                : line.by_urgency.begin();
-    if (it == line.by_urgency.end()) break;
-    const Entry e = *it;
-    after = e;
-    absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
-        e.call->in(), &e.call->wait(), engine::WaitStep::kRecheck);
-    if (!o.ok()) continue;
-    if (o->answer.has_value()) {
-      Remove(line, e.call);
-      out->push_back({e.call, *o->answer});
-      continue;
+  for (HeldCall* call = line.calls.FirstGated(); call != nullptr;) {
+    HeldCall* const after = line.calls.GatedAfter(call);
+    absl::StatusOr<engine::WaitOutcome> o =
+        Step(call, engine::WaitStep::kRecheck);
+    if (o.ok() && o->answer.has_value()) {
+      Remove(line, call);
+      out->push_back({call, *o->answer});
+    } else if (o.ok()) {
+      next = std::min(next, o->recheck);
+      if (o->gated) break;  // the endpoint holds the rest of the line too
+      line.calls.MoveToBackoff(call);  // the evidence went away
     }
-    next = std::min(next, o->recheck);
-    if (o->gated) break;  // the endpoint holds the rest of the line too
+    call = after;
   }
   return next;
 }
@@ -242,12 +267,12 @@ void WaitRoom::Shutdown() {
     stop_ = true;
     const absl::Time now = clock_->Now();
     for (auto& [key, line] : lines_) {
-      while (!line.by_expiry.empty()) {
-        HeldCall* call = line.by_expiry.begin()->call;
+      while (!line.calls.empty()) {
+        HeldCall* call = line.calls.FirstToExpire();
         Remove(line, call);  // before its expiry (part of the key) changes
         call->wait().until = now;
-        absl::StatusOr<engine::WaitOutcome> o = engine_->AdmitWaiting(
-            call->in(), &call->wait(), engine::WaitStep::kExpire);
+        absl::StatusOr<engine::WaitOutcome> o =
+            Step(call, engine::WaitStep::kExpire);
         if (o.ok() && o->answer.has_value()) answers.push_back({call, *o->answer});
       }
     }

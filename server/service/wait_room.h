@@ -5,14 +5,21 @@
 //   * Hold(call): the engine said hold when the call arrived: it waits in
 //     its endpoint's line, most urgent deadline first (then arrival). At
 //     most max_waiting workers' calls and max_agent_held agents' calls
-//     wait at once: beyond that Hold returns false and the caller answers
-//     as an Admit would now (counted).
+//     wait at once, and one agent's calls at most AgentShare() of those
+//     (a tenth: no agent takes every slot): beyond that Hold returns false
+//     and the caller answers as an Admit would now (counted).
 //   * One timer thread looks at an endpoint's line when the engine's
 //     recheck time comes, when Wake(endpoint) says something happened (a
 //     report, counts from an agent, an operator's action), and at each
 //     call's expiry: its wait, or its gRPC deadline less kDeadlineMargin.
 //     A look answers the calls whose time is up (as an Admit then), and
 //     releases calls from the head of the line until the engine holds one.
+//   * A look's work is bounded by what it releases (waiting_line.h): calls
+//     held only by their own backoff wait apart, by arrival, and join the
+//     line only on evidence of recovery after they arrived
+//     (Engine::LastEvidence, asked once per look). So a look costs at most
+//     one engine call per call it releases or moves, plus two; never one
+//     per call in the line (engine_calls() counts them).
 //   * A call the worker cancels leaves the line and is answered CANCELLED;
 //     a probe released to a call cancelled meanwhile is given back
 //     (Engine::ReturnProbe) and the line looked at again, so the probe goes
@@ -24,6 +31,7 @@
 #ifndef STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
 #define STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -35,7 +43,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -44,6 +51,7 @@
 #include "core/engine/engine.h"
 #include "grpcpp/grpcpp.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/waiting_line.h"
 #include "stagger/v1/coordinator.pb.h"
 
 namespace stagger::service {
@@ -65,6 +73,9 @@ class HeldCall {
   virtual bool cancelled() const = 0;
   // An agent's call (its own bound: Options::max_agent_held).
   virtual bool for_agent() const { return false; }
+  // The agent's bound id (agent_identity.h) of an agent's call: its share
+  // of Options::max_agent_held is kept per agent. Empty: a worker's call.
+  virtual absl::string_view agent() const { return {}; }
   // Gives `d` (now: the server's clock) to the caller; ends the call.
   virtual void Answer(const engine::Decision& d, absl::Time now) = 0;
   // Ends the call without an answer (it was cancelled).
@@ -111,6 +122,9 @@ class WaitingCall final : public grpc::ServerUnaryReactor, public HeldCall {
 class WaitRoom {
  public:
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+  // One agent holds at most max_agent_held / kAgentShareDivisor calls (at
+  // least 1).
+  static constexpr size_t kAgentShareDivisor = 10;
   struct Options {
     size_t max_waiting = 100000;     // --max_waiting_calls
     size_t max_agent_held = 100000;  // --max_agent_held_calls
@@ -133,28 +147,31 @@ class WaitRoom {
   void Shutdown();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
-  // Whether Hold would take one more call of that kind now; if not, the
-  // call is counted as an overflow (the caller answers it as an Admit now).
-  bool HasRoom(bool for_agent = false);
+  // Whether Hold would take one more call of that kind (of `agent`, for an
+  // agent's) now; if not, the call is counted as an overflow (the caller
+  // answers it as an Admit now).
+  bool HasRoom(bool for_agent = false, absl::string_view agent = {});
+  size_t AgentShare() const {
+    return std::max<size_t>(1, options_.max_agent_held / kAgentShareDivisor);
+  }
+  // Calls `agent` holds now.
+  int64_t held_for(absl::string_view agent);
   int64_t held_for_agents() const {
     return agent_held_.load(std::memory_order_relaxed);
   }
   int64_t overflows() const {
     return overflows_.load(std::memory_order_relaxed);
   }
+  // The engine calls looks made (AdmitWaiting and LastEvidence), and the
+  // looks, since start: the work releases cost (tests, benchmarks).
+  int64_t engine_calls() const {
+    return engine_calls_.load(std::memory_order_relaxed);
+  }
+  int64_t looks() const { return looks_.load(std::memory_order_acquire); }
 
  private:
-  struct Entry {
-    absl::Time order;  // deadline (urgency) or expiry
-    uint64_t seq;
-    HeldCall* call;
-    bool operator<(const Entry& o) const {
-      return order != o.order ? order < o.order : seq < o.seq;
-    }
-  };
   struct Line {
-    absl::btree_set<Entry> by_urgency;
-    absl::btree_set<Entry> by_expiry;
+    WaitingLine<HeldCall*> calls;
     absl::Time next_look = absl::InfiniteFuture();
   };
   using Timer = std::pair<absl::Time, std::string>;
@@ -174,13 +191,18 @@ class WaitRoom {
   // The line's calls whose time is up, then its releases.
   void Expire(Line& line, absl::Time now, std::vector<Answer>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time Release(Line& line, absl::Time now, std::vector<Answer>* out)
+  absl::Time Release(const std::string& key, Line& line,
+                     std::vector<Answer>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<engine::WaitOutcome> Step(HeldCall* call,
+                                           engine::WaitStep step);
   void Remove(Line& line, HeldCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Schedule(const std::string& key, Line& line, absl::Time at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Answer> answers);
   void CountOverflow();
+  // Whether `call` fits the room's bounds now (its kind's, its agent's).
+  bool Fits(const HeldCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   engine::Engine* const engine_;
   const engine::Clock* const clock_;
@@ -190,16 +212,19 @@ class WaitRoom {
   std::atomic<int64_t> waiting_{0};      // every kind
   std::atomic<int64_t> agent_held_{0};   // for_agent() ones
   std::atomic<int64_t> overflows_{0};
+  std::atomic<int64_t> engine_calls_{0};
+  std::atomic<int64_t> looks_{0};
   // Wake was called: the timer thread measures its sleep again (a test's
   // fake clock may have moved past a look it was sleeping towards).
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, Line> lines_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<HeldCall*, std::pair<std::string, Entry>> where_
-      ABSL_GUARDED_BY(mu_);  // call -> its line and urgency entry
+  absl::flat_hash_map<HeldCall*, std::string> where_
+      ABSL_GUARDED_BY(mu_);  // call -> its line's key
+  // Agents' calls held now, by agent.
+  absl::flat_hash_map<std::string, int64_t> by_agent_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<Timer, std::vector<Timer>, Later> timers_
       ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -118,9 +118,31 @@ test("secure overlay: mutual TLS from a cert-manager Certificate, the policy in 
   assert.ok(cert.spec.dnsNames.includes("staggerd.stagger.svc"));
   const authz = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "staggerd-authz");
   const policy = JSON.parse(authz.data["authz-policy.json"]);
-  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "readers", "observers", "admins"]);
+  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "agents", "readers", "observers", "admins"]);
+  // The lease stream is the agents' alone (docs/SECURITY.md, "Agents").
+  const sync = "/stagger.v1.AgentSync/Sync";
+  const withSync = policy.allow_rules.filter((r) => ((r.request || {}).paths || []).includes(sync));
+  assert.deepEqual(withSync.map((r) => r.name), ["agents"]);
+  assert.ok(withSync[0].source.principals.length > 0, "the agents rule names its principals");
+  assert.ok(!withSync[0].source.principals.some((p) => p.includes("*")), "agents are named, never matched by a wildcard");
   const observers = policy.allow_rules.find((r) => r.name === "observers");
   assert.deepEqual(observers.request.paths, ["/stagger.v1.EndpointWatch/*"]);
+});
+
+// The shipped agents, each by its service account's SPIFFE ID
+// (spiffe://stagger.example/ns/NS/sa/SA), hold the agents role: the
+// DaemonSet's and the sidecar's (which runs as its worker pod's account).
+test("secure overlay's policy gives the agent overlays' agents the agents role", () => {
+  const secure = m.kustomize(path.join(m.K8S, "overlays", "secure"));
+  const authz = secure.find((d) => d.kind === "ConfigMap" && d.metadata.name === "staggerd-authz");
+  const agents = JSON.parse(authz.data["authz-policy.json"]).allow_rules.find((r) => r.name === "agents");
+  const spiffe = (pod, ns) => `spiffe://stagger.example/ns/${ns}/sa/${pod.spec.template.spec.serviceAccountName}`;
+  const daemon = m.kustomize(path.join(m.K8S, "overlays", "agent")).find((d) => d.kind === "DaemonSet");
+  const sidecar = m.kustomize(path.join(m.K8S, "overlays", "agent-sidecar")).find((d) => d.kind === "Deployment");
+  for (const [pod, name] of [[daemon, "agent"], [sidecar, "agent-sidecar"]]) {
+    const id = spiffe(pod, pod.metadata.namespace);
+    assert.ok(agents.source.principals.includes(id), `${name}: ${id} is not in the agents rule`);
+  }
 });
 
 test("agent overlay: the ha overlay's coordinators + a DaemonSet of agents, in the namespace stagger", () => {

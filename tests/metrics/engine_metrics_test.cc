@@ -211,5 +211,33 @@ TEST(EngineMetricsFullTableTest, DecisionsOnAFullTableAreCountedUntracked) {
             4);
 }
 
+// stagger_sync_counts_dropped_total: the engine's drops of counts beyond
+// their share of the table (endpoint_share) are taken at each refresh,
+// once; the caps' cuts and drops are recorded as they happen.
+TEST(EngineMetricsFullTableTest, CountsDroppedByCause) {
+  stagger::testing::FakeClock clock;
+  engine::SeededRandom random(7);
+  engine::EngineConfig config;
+  config.limits.max_endpoints = 2;  // counts' share: 1
+  engine::Engine engine(config, &clock, &random);
+  prometheus::Registry registry;
+  ServerMetrics metrics(registry, 8);
+  metrics.AttachEngine(&engine);
+  const engine::LateCounts one{clock.Now(), 1, 0};
+  engine.ApplyLateCounts("https://a.example/", {one});
+  engine.ApplyLateCounts("https://b.example/", {one});  // beyond: dropped
+  engine.ApplyLateCounts("https://c.example/", {one});  // dropped
+  metrics.RecordCountsDropped(ServerMetrics::CountsDrop::kBucketCap, 3);
+  metrics.RecordCountsDropped(ServerMetrics::CountsDrop::kAgentRate, 5);
+  metrics.RefreshEngineStats();
+  metrics.RefreshEngineStats();
+  PromText t(prometheus::TextSerializer().Serialize(registry.Collect()));
+  const std::string f = "stagger_sync_counts_dropped_total";
+  EXPECT_EQ(t.Value(f, {{"cause", "endpoint_share"}}), 2);
+  EXPECT_EQ(t.Value(f, {{"cause", "bucket_cap"}}), 3);
+  EXPECT_EQ(t.Value(f, {{"cause", "agent_rate"}}), 5);
+  EXPECT_EQ(t.Value("stagger_endpoints_tracked"), 1);
+}
+
 }  // namespace
 }  // namespace stagger::metrics

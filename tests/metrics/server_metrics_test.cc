@@ -86,6 +86,9 @@ TEST(ServerMetricsTest, FreshRegistryHoldsEveryFixedSeriesAtZero) {
             (std::set<std::string>{"missing", "unreadable", "truncated",
                                    "corrupt", "incompatible_version"}));
   EXPECT_EQ(t.Count("stagger_state_saves_total"), 2);
+  EXPECT_EQ(t.LabelValues("stagger_sync_counts_dropped_total", "cause"),
+            (std::set<std::string>{"bucket_cap", "agent_rate",
+                                   "endpoint_share"}));
   EXPECT_EQ(t.LabelValues("stagger_rpc_duration_seconds_count", "method"),
             kMethods);
   EXPECT_EQ(t.LabelValues("stagger_batch_size_count", "method"),
@@ -553,6 +556,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"attempt", Attempts(20)},
       {"direction", {"in", "out"}},
       {"trigger", {"operator", "unavailable", "permanent_failures"}},
+      {"cause", {"bucket_cap", "agent_rate", "endpoint_share"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(

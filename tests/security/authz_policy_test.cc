@@ -271,6 +271,27 @@ TEST(AuthzParseTest, ShippedExamplePolicy) {
   EXPECT_TRUE(allowed(admin, "/stagger.v1.Admin/Enable"));
   EXPECT_TRUE(allowed(AuthzPeer{}, "/grpc.health.v1.Health/Check"));
   EXPECT_FALSE(allowed(AuthzPeer{}, "/stagger.v1.RetryCoordinator/Admit"));
+  // The lease stream is the agents' role, apart from Admit-only workers:
+  // the DaemonSet's agents, the sidecar's (its pod's account) and C++
+  // workers with in-process leases.
+  constexpr char kSync[] = "/stagger.v1.AgentSync/Sync";
+  EXPECT_FALSE(allowed(worker, kSync));
+  EXPECT_FALSE(allowed(
+      Cert({"spiffe://stagger.example/ns/deliveries/sa/billing"}, {}), kSync));
+  EXPECT_FALSE(allowed(reader, kSync));
+  EXPECT_FALSE(allowed(admin, kSync));
+  EXPECT_FALSE(allowed(AuthzPeer{}, kSync));
+  for (const char* agent :
+       {"spiffe://stagger.example/ns/stagger/sa/stagger-agent",
+        "spiffe://stagger.example/ns/deliveries/sa/webhook-worker",
+        "spiffe://stagger.example/ns/deliveries/sa/leasing-worker"}) {
+    const AuthzPeer peer = Cert({agent}, {});
+    EXPECT_TRUE(allowed(peer, kSync)) << agent;
+    EXPECT_TRUE(allowed(peer, "/stagger.v1.RetryCoordinator/Admit")) << agent;
+    EXPECT_FALSE(allowed(peer, "/stagger.v1.RetryCoordinator/ListEndpoints"))
+        << agent;
+    EXPECT_FALSE(allowed(peer, "/stagger.v1.Admin/Pause")) << agent;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #   server.pem/.key        CN=staggerd-v1, SANs DNS:localhost, DNS:stagger.test, IP:127.0.0.1
 #   server-v2.pem/.key     the same names, CN=staggerd-v2 (for rotation)
 #   worker.pem/.key        URI SAN spiffe://stagger.test/worker
+#   agent.pem/.key         URI SAN spiffe://stagger.test/agent (the agents role)
+#   agent-b.pem/.key       URI SAN spiffe://stagger.test/agent-b (another agent)
 #   reader.pem/.key        DNS SAN reader.stagger.test
 #   admin.pem/.key         URI SAN spiffe://stagger.test/admin
 #   rogue.pem/.key         URI SAN spiffe://stagger.test/admin, signed by other-ca
@@ -38,6 +40,8 @@ server_sans="DNS:localhost,DNS:stagger.test,IP:127.0.0.1"
 leaf server ca staggerd-v1 "$server_sans" serverAuth
 leaf server-v2 ca staggerd-v2 "$server_sans" serverAuth
 leaf worker ca worker "URI:spiffe://stagger.test/worker" clientAuth
+leaf agent ca agent "URI:spiffe://stagger.test/agent" clientAuth
+leaf agent-b ca agent-b "URI:spiffe://stagger.test/agent-b" clientAuth
 leaf reader ca reader "DNS:reader.stagger.test" clientAuth
 leaf admin ca admin "URI:spiffe://stagger.test/admin" clientAuth
 leaf rogue other-ca admin "URI:spiffe://stagger.test/admin" clientAuth

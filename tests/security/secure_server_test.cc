@@ -15,6 +15,11 @@
 //   a policy without client certificates, unreadable or mismatched
 //     certificate files, a bad policy file: staggerd refuses to start
 //     (exit 2) naming the flag.
+// Agents: only the agents role opens the lease stream (a worker is
+//   refused Sync); a certificate cannot act as another's agent (its id is
+//   bound to its principal; an id naming another principal is refused);
+//   hostile count reports are refused by the message's limits (named) or
+//   cut by a bucket's cap (counted).
 // Rotation: a Kubernetes Secret's symlink swap and a plain file renamed
 // over the old one both reach new connections.
 // Replicas: two under mutual TLS, a worker's client routing to both.
@@ -45,6 +50,7 @@
 #include "stagger/v1/admin.grpc.pb.h"
 #include "stagger/v1/watch.grpc.pb.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
+#include "stagger/v1/sync.grpc.pb.h"
 #include "tests/testing/blackbox_util.h"
 #include "tests/testing/files.h"
 #include "tests/testing/kubelet_volume.h"
@@ -192,6 +198,190 @@ class SecureServerTest : public ::testing::Test {
   KubeletVolume secret_{dir_ / "secret"};
   std::unique_ptr<StaggerdProcess> server_;
 };
+
+// One lease stream (stagger.v1.AgentSync/Sync) over `ch`, opened by a
+// hello for agent `id` (incarnation 7) whose first message carries count
+// report 1. Read() and Counts() fail (false, 0) once the stream ends.
+class AgentStream {
+ public:
+  AgentStream(const std::shared_ptr<grpc::Channel>& ch, const std::string& id)
+      : stub_(v1::AgentSync::NewStub(ch)) {
+    ctx_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    stream_ = stub_->Sync(&ctx_);
+    v1::SyncUp hello;
+    hello.mutable_hello()->set_agent_id(id);
+    hello.mutable_hello()->set_incarnation(7);
+    hello.mutable_hello()->set_protocol(2);
+    hello.mutable_hello()->set_next_count_seq(1);
+    hello.set_number(1);
+    AddCounts(&hello, 1);
+    sent_ = stream_->Write(hello);
+  }
+  // The first message down (the snapshot); false if the stream ended.
+  bool Opened() {
+    v1::SyncDown down;
+    return sent_ && stream_->Read(&down) && down.has_snapshot();
+  }
+  // Sends count report `seq`; the applied_seq of the answer (0: ended).
+  uint64_t Counts(uint64_t seq) {
+    v1::SyncUp up;
+    up.set_number(++number_);
+    AddCounts(&up, seq);
+    if (!stream_->Write(up)) return 0;
+    v1::SyncDown down;
+    while (stream_->Read(&down)) {  // pushes of the set carry no applied_seq
+      if (down.applied_seq() != 0) return down.applied_seq();
+    }
+    return 0;
+  }
+  // Sends a count report `seq` of `endpoints` keys, each with `buckets`
+  // buckets of `answers` first attempts; the stream's end status if that
+  // ends it, else OK once it is answered.
+  grpc::Status SendCounts(uint64_t seq, int endpoints, int buckets,
+                          uint32_t answers) {
+    v1::SyncUp up;
+    up.set_number(++number_);
+    v1::CountReport* r = up.mutable_counts();
+    r->set_seq(seq);
+    const int64_t start = absl::ToUnixSeconds(absl::Now()) - 1;
+    for (int e = 0; e < endpoints; ++e) {
+      v1::EndpointCounts* c = r->add_endpoints();
+      c->set_endpoint(absl::StrCat("https://made-up-", e, ".example/"));
+      for (int b = 0; b < buckets; ++b) {
+        v1::CountBucket* bucket = c->add_buckets();
+        bucket->mutable_start()->set_seconds(start);
+        bucket->set_first_attempts(answers);
+      }
+    }
+    if (!stream_->Write(up)) return End();
+    v1::SyncDown down;
+    while (stream_->Read(&down)) {
+      if (down.applied_seq() != 0) return grpc::Status::OK;
+    }
+    return stream_->Finish();
+  }
+  grpc::Status End() {
+    stream_->WritesDone();
+    v1::SyncDown down;
+    while (stream_->Read(&down)) {
+    }
+    return stream_->Finish();
+  }
+
+ private:
+  static void AddCounts(v1::SyncUp* up, uint64_t seq) {
+    v1::CountReport* r = up->mutable_counts();
+    r->set_seq(seq);
+    v1::EndpointCounts* e = r->add_endpoints();
+    e->set_endpoint("https://hooks.example.com/a");
+    v1::CountBucket* b = e->add_buckets();
+    b->mutable_start()->set_seconds(absl::ToUnixSeconds(absl::Now()) - 1);
+    b->set_first_attempts(1);
+  }
+
+  std::unique_ptr<v1::AgentSync::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>> stream_;
+  bool sent_ = false;
+  uint64_t number_ = 1;
+};
+
+// The lease stream needs the agents role: a worker's certificate, which may
+// Admit, is refused Sync (PERMISSION_DENIED, counted); an agent's is served
+// (its snapshot comes down).
+TEST_F(SecureServerTest, OnlyTheAgentsRoleMayOpenTheLeaseStream) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  AgentStream worker(Channel("worker"), "node-1");
+  EXPECT_FALSE(worker.Opened());
+  const grpc::Status refused = worker.End();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("/stagger.v1.AgentSync/Sync for "
+                        "spiffe://stagger.test/worker"));
+  EXPECT_TRUE(Admit(Channel("worker")).ok());
+
+  AgentStream agent(Channel("agent"), "node-1");
+  EXPECT_TRUE(agent.Opened());
+  EXPECT_EQ(agent.Counts(2), 2u);
+  EXPECT_TRUE(Admit(Channel("agent")).ok());
+  EXPECT_EQ(Metric("stagger_authz_denied_total{cause=\"no_allow_rule\","
+                   "service=\"stagger.v1.AgentSync\"}"),
+            1);
+}
+
+// Another certificate with the agents role (a stolen one, or another
+// node's) sends the same hello as a live agent: it is another agent. The
+// live agent's stream is not ended, and its count sequence is its own: the
+// intruder's reports 1..3 do not mark the live agent's report 2 as applied
+// already (which, under one shared name, would drop it). Agents sharing
+// one certificate (a DaemonSet's service account) keep apart by agent_id.
+TEST_F(SecureServerTest, ACertificateCannotActAsAnotherCertificatesAgent) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  AgentStream live(Channel("agent"), "node-1");
+  ASSERT_TRUE(live.Opened());
+  AgentStream intruder(Channel("agent-b"), "node-1");
+  ASSERT_TRUE(intruder.Opened());
+  EXPECT_EQ(intruder.Counts(2), 2u);
+  EXPECT_EQ(intruder.Counts(3), 3u);
+  EXPECT_EQ(live.Counts(2), 2u) << "the live agent's own sequence";
+  EXPECT_EQ(live.Counts(3), 3u);
+  AgentStream neighbour(Channel("agent"), "node-2");  // same certificate
+  ASSERT_TRUE(neighbour.Opened());
+  EXPECT_EQ(neighbour.Counts(2), 2u);
+  EXPECT_EQ(live.Counts(4), 4u);
+  EXPECT_TRUE(live.End().ok());
+  EXPECT_TRUE(intruder.End().ok());
+  EXPECT_TRUE(neighbour.End().ok());
+}
+
+// An agent_id may name its certificate's principal ("<principal>|<name>");
+// one that names another certificate's is refused, naming both.
+TEST_F(SecureServerTest, AnAgentIdNamingAnotherCertificateIsRefused) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  AgentStream forged(Channel("agent"), "spiffe://stagger.test/agent-b|node-1");
+  EXPECT_FALSE(forged.Opened());
+  const grpc::Status refused = forged.End();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("hello.agent_id: \"spiffe://stagger.test/agent-b|"
+                        "node-1\" names another identity than the peer's "
+                        "certificate (spiffe://stagger.test/agent)"));
+  AgentStream own(Channel("agent"), "spiffe://stagger.test/agent|node-1");
+  ASSERT_TRUE(own.Opened());
+  EXPECT_EQ(own.Counts(2), 2u);
+  EXPECT_TRUE(own.End().ok());
+}
+
+// A hostile agent's count reports: one over the message's limits ends its
+// stream with INVALID_ARGUMENT naming the limit; answers over a bucket's
+// cap are cut and counted; other agents are unaffected.
+TEST_F(SecureServerTest, HostileCountReportsAreRefusedOrCutByTheirLimits) {
+  Start(TlsArgs(/*mutual=*/true, /*authz=*/true));
+  AgentStream bystander(Channel("agent"), "node-0");
+  ASSERT_TRUE(bystander.Opened());
+  AgentStream wide(Channel("agent-b"), "node-1");
+  ASSERT_TRUE(wide.Opened());
+  const grpc::Status too_wide = wide.SendCounts(2, 10001, 1, 1);
+  EXPECT_EQ(too_wide.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(too_wide.error_message(),
+            "counts.endpoints: at most 10000, got 10001");
+  AgentStream deep(Channel("agent-b"), "node-2");
+  ASSERT_TRUE(deep.Opened());
+  const grpc::Status too_deep = deep.SendCounts(2, 1, 65, 1);
+  EXPECT_EQ(too_deep.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(too_deep.error_message(),
+            "counts.endpoints[0].buckets: at most 64, got 65");
+  AgentStream loud(Channel("agent-b"), "node-3");
+  ASSERT_TRUE(loud.Opened());
+  EXPECT_TRUE(loud.SendCounts(2, 1, 1, 1000000).ok()) << "cut, not refused";
+  EXPECT_TRUE(PollUntil([&] {
+    return Metric("stagger_sync_counts_dropped_total{cause=\"bucket_cap\"}") ==
+           1;
+  }));
+  EXPECT_EQ(bystander.Counts(2), 2u);
+  EXPECT_TRUE(loud.End().ok());
+  EXPECT_TRUE(bystander.End().ok());
+}
 
 TEST_F(SecureServerTest, ServerOnlyTlsServesClientsThatTrustItsCa) {
   Start(TlsArgs(/*mutual=*/false, /*authz=*/false));

@@ -204,5 +204,59 @@ TEST_F(AgentHeldCallsTest, TheStreamsEndTakesEveryEntryOutAndSendsNothing) {
   EXPECT_EQ(SentCount(), 0u);
 }
 
+// One agent may not take every slot: each agent (its bound id) holds at
+// most a tenth of --max_agent_held_calls (WaitRoom::AgentShare). At its
+// share, its next call is answered at once as an Admit (counted); other
+// agents still hold theirs, and a slot it frees is its own again.
+TEST(AgentShareTest, EachAgentHoldsAtMostItsShare) {
+  ServiceHarness::Options o = RoomOptions();
+  o.max_agent_held = 20;  // share: 2 per agent
+  ServiceHarness h(o);
+  ASSERT_EQ(h.room()->AgentShare(), 2u);
+  for (int i = 0; i < 3; ++i) {
+    v1::ReportRequest r;
+    r.set_endpoint(kEp);
+    r.set_attempt(1);
+    r.set_outcome(v1::RETRYABLE_FAILURE);
+    ASSERT_TRUE(h.Report(r).ok());
+  }
+  absl::Mutex mu;
+  std::vector<uint64_t> answered;
+  const auto make = [&](const std::string& agent) {
+    return service::AgentHeldCalls::Make(
+        &h.engine(), h.room(), &h.clock(), nullptr,
+        [&](v1::HeldAnswer a) {
+          absl::MutexLock l(&mu);
+          answered.push_back(a.id());
+        },
+        agent);
+  };
+  auto a = make("spiffe://t/agent|node-1");
+  auto b = make("spiffe://t/agent|node-2");
+  ASSERT_TRUE(a->Hold(Held(1)).ok());
+  ASSERT_TRUE(a->Hold(Held(2)).ok());
+  EXPECT_EQ(h.room()->held_for(a->agent()), 2);
+  EXPECT_EQ(h.room()->overflows(), 0);
+  ASSERT_TRUE(a->Hold(Held(3)).ok());  // beyond its share
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_EQ(answered, std::vector<uint64_t>{3});
+  }
+  EXPECT_EQ(h.room()->overflows(), 1);
+  ASSERT_TRUE(b->Hold(Held(1)).ok());
+  ASSERT_TRUE(b->Hold(Held(2)).ok());
+  EXPECT_EQ(h.room()->held_for(b->agent()), 2);
+  EXPECT_EQ(h.room()->held_for_agents(), 4);
+  a->Drop(1);
+  EXPECT_EQ(h.room()->held_for(a->agent()), 1);
+  ASSERT_TRUE(a->Hold(Held(4)).ok());
+  EXPECT_EQ(h.room()->held_for(a->agent()), 2);
+  EXPECT_EQ(h.room()->overflows(), 1);
+  a->Close();
+  b->Close();
+  EXPECT_EQ(h.room()->held_for(a->agent()), 0);
+  h.room()->Shutdown();
+}
+
 }  // namespace
 }  // namespace stagger::testing

@@ -256,7 +256,56 @@ TEST_F(SyncServiceTest, TheDrainEndsEveryStreamWithOk) {
 class SmallBacklogTest : public SyncServiceTest {
  protected:
   SmallBacklogTest() : SyncServiceTest(/*backlog=*/16 << 10) {}
+  void Trouble(int round, int keys = 1000);
 };
+
+// `keys` keys leave clear (each a Retry-After window): one push (1,000
+// keys: ~250 KB), made by the pusher once the coalescing window has passed.
+void SmallBacklogTest::Trouble(int round, int keys) {
+  const std::string path(200, 'p');
+  for (int i = 0; i < keys; ++i) {
+    engine::ReportInput in;
+    const std::string key =
+        absl::StrCat("https://tenant-", round, "-", i, ".example/", path);
+    in.endpoint = key;
+    in.outcome = engine::Outcome::kRateLimited;
+    in.retry_after = absl::Minutes(10);
+    ASSERT_TRUE(engine_.Report(in).ok());
+  }
+  Advance(lease::ReplicaSync::kCoalesce);
+  absl::SleepFor(absl::Milliseconds(20));  // the pusher's turn
+}
+
+// An agent that stops reading for a while falls behind once: its queued
+// pushes make way for one snapshot. Once it reads again it gets that
+// snapshot (every key in trouble), and the stream goes on. (Here every
+// push of 1,000 keys is over the 16 KiB backlog.)
+TEST_F(SmallBacklogTest, AStreamThatFallsBehindOnceIsResyncedAndGoesOn) {
+  std::unique_ptr<Stream> s = Open();
+  ASSERT_TRUE(s->rw->Write(Hello()));
+  v1::SyncDown down;
+  ASSERT_TRUE(s->rw->Read(&down));
+  ASSERT_TRUE(down.has_snapshot());
+  int rounds = 0;
+  while (hub_.resyncs() == 0 && rounds < 200) Trouble(rounds++);
+  ASSERT_EQ(hub_.resyncs(), 1) << "the stream never fell behind";
+  ASSERT_EQ(hub_.streams(), 1) << "ended instead of resynced";
+  // It reads again: the pushes that went out before, then the snapshot.
+  size_t in_snapshot = 0;
+  while (in_snapshot == 0 && s->rw->Read(&down)) {
+    if (down.has_snapshot()) in_snapshot = down.snapshot().entries_size();
+  }
+  EXPECT_EQ(in_snapshot, static_cast<size_t>(rounds) * 1000);
+  // The stream goes on: later pushes (within the backlog) come.
+  ASSERT_TRUE(s->rw->Write(Renew(2, down.snapshot().version())));
+  Trouble(rounds, /*keys=*/10);
+  bool pushed = false;
+  while (!pushed && s->rw->Read(&down)) pushed = down.has_delta();
+  EXPECT_TRUE(pushed);
+  EXPECT_EQ(hub_.resyncs(), 1);
+  EXPECT_EQ(hub_.streams(), 1);
+  s->ctx.TryCancel();
+}
 
 TEST_F(SmallBacklogTest, AStreamThatNeverReadsFallsBehindAndEnds) {
   std::unique_ptr<Stream> s = Open();

@@ -5,14 +5,18 @@
 // moves it calls Wake, as a report or an operator's action would. Calls
 // are started one at a time (the harness's random source is
 // single-threaded), each waited for until the room holds it.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/rpc/raw_unary.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/service/service_harness.h"
 
@@ -226,6 +230,55 @@ TEST_F(WaitRoomTest, ACancelledCallLeavesTheLine) {
   a->Cancel();
   EXPECT_EQ(a->status().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(Eventually([&] { return room().waiting() == 0; }));
+}
+
+// The hottest path parses each Admit once: the same parse tells whether it
+// waits and answers it, held or not (core/rpc/raw_unary.h's observer counts
+// parses). Bytes that are no AdmitRequest are still refused naming the type.
+std::atomic<int> admit_parses{0};
+void CountAdmitParses(absl::string_view type) {
+  if (type == "stagger.v1.AdmitRequest") admit_parses.fetch_add(1);
+}
+
+TEST_F(WaitRoomTest, EveryAdmitIsParsedOnceHeldOrNot) {
+  Start(10);
+  rpc::parse_observer.store(&CountAdmitParses);
+  v1::AdmitRequest plain;
+  plain.set_endpoint(kEp);
+  plain.set_attempt(1);
+  v1::AdmitResponse resp;
+  ASSERT_TRUE(h_->Admit(plain, &resp).ok());
+  EXPECT_EQ(admit_parses.exchange(0), 1) << "a plain Admit";
+  {
+    WaitingAdmit now(*h_, 1, absl::Seconds(5));  // a first attempt goes now
+    ASSERT_TRUE(now.status().ok());
+  }
+  EXPECT_EQ(admit_parses.exchange(0), 1) << "a waiting Admit answered now";
+  Trip();
+  WaitingAdmit* held = Park();
+  EXPECT_EQ(admit_parses.exchange(0), 1) << "a waiting Admit held";
+  EXPECT_FALSE(held->done());
+
+  grpc::GenericStub stub(h_->channel());
+  grpc::Slice slice(std::string("\x08\xff\xff\xff"));
+  grpc::ByteBuffer req(&slice, 1);
+  grpc::ByteBuffer out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/stagger.v1.RetryCoordinator/Admit",
+                 grpc::StubOptions(), &req, &out, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  rpc::parse_observer.store(nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "request: 4 bytes that are not a valid stagger.v1.AdmitRequest "
+            "(malformed protobuf, or a string field that is not UTF-8)");
+  EXPECT_EQ(admit_parses.exchange(0), 1);
 }
 
 }  // namespace

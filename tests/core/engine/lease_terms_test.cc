@@ -4,8 +4,10 @@
 // how late counts from lease holders are learned at the time they happened,
 // and admission tokens: only a probe's success closes a half-open breaker.
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/engine/admission.h"
 #include "core/engine/decision.h"
@@ -237,6 +239,60 @@ TEST_F(LeaseTermsTest, WaitIsCheckedAgainstItsRange) {
             "wait: must be <= 1m, got 1m1s");
   in.wait = kMaxWait;
   EXPECT_TRUE(engine_->Admit(in).ok());
+}
+
+// Counts may not fill the table: for keys it does not track, they create
+// endpoints only while it holds fewer than half of limits.max_endpoints.
+// Beyond, they are dropped and counted; tracked keys still learn them, and
+// decisions still track new keys up to the limit.
+TEST(LateCountsShareTest, CountsCreateEndpointsOnlyUpToTheirShare) {
+  EngineConfig config;
+  config.limits.max_endpoints = 10;  // counts' share: 5
+  FakeClock clock;
+  SeededRandom random(3);
+  Engine engine(config, &clock, &random);
+  const auto key = [](int i) { return absl::StrCat("https://k", i, ".example"); };
+  const LateCounts one{clock.Now(), 1, 1};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(engine.ApplyLateCounts(key(i), {one})) << i;
+  }
+  EXPECT_EQ(engine.Stats().tracked, 5);
+  // At the share: a sixth key's counts are dropped, and counted.
+  EXPECT_FALSE(engine.ApplyLateCounts(key(5), {one}));
+  EXPECT_FALSE(engine.ApplyLateCounts(key(6), {one, one}));
+  EXPECT_EQ(engine.Stats().tracked, 5);
+  EXPECT_EQ(engine.Stats().late_counts_dropped, 2);
+  EXPECT_FALSE(engine.Inspect(key(5)).ok());
+  // A tracked key still learns them.
+  EXPECT_TRUE(engine.ApplyLateCounts(key(0), {one}));
+  // Decisions take the rest of the table, up to the limit.
+  for (int i = 5; i < 10; ++i) {
+    AdmitInput in;
+    const std::string k = key(i);
+    in.endpoint = k;
+    ASSERT_TRUE(engine.Admit(in).ok());
+  }
+  EXPECT_EQ(engine.Stats().tracked, 10);
+  EXPECT_EQ(engine.Stats().late_counts_dropped, 2);
+}
+
+// LastEvidence: what lets a backoff waiter go (decision.h), read without
+// changing anything: the last success, or a Retry-After window's end once
+// it has passed; InfinitePast for a key never seen.
+TEST_F(LeaseTermsTest, LastEvidenceIsTheLastSuccessOrAPassedWindowsEnd) {
+  EXPECT_EQ(engine_->LastEvidence(kEp), absl::InfinitePast());
+  Report(1, Outcome::kSuccess);
+  const absl::Time success = clock_.Now();
+  EXPECT_EQ(engine_->LastEvidence(kEp), success);
+  clock_.Advance(absl::Seconds(1));
+  Report(1, Outcome::kRateLimited, kNoAdmission, absl::Seconds(5));
+  const absl::Time window_end = clock_.Now() + absl::Seconds(5);
+  EXPECT_EQ(engine_->LastEvidence(kEp), success) << "the window has not ended";
+  clock_.Set(window_end + absl::Seconds(1));
+  EXPECT_EQ(engine_->LastEvidence(kEp), window_end);
+  // Late counts are never evidence.
+  engine_->ApplyLateCounts(kEp, {LateCounts{clock_.Now(), 0, 50}});
+  EXPECT_EQ(engine_->LastEvidence(kEp), window_end);
 }
 
 }  // namespace

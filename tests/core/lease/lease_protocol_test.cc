@@ -315,6 +315,36 @@ TEST_F(LeaseProtocolTest, CountsAreAppliedOnceInOrderAndAGapIsAnError) {
   EXPECT_EQ(replica_->stats().counts_lost, 1);
 }
 
+// The hooks staggerd binds identities and caps counts with
+// (server/service): a stream opened under a bound id keeps its own count
+// sequence, apart from the same hello under another id; the counts filter
+// sees each report once, as applied, under the bound id, and what it cuts
+// is not applied.
+TEST_F(LeaseProtocolTest, BoundIdsKeepCountSequencesApartAndTheFilterTrims) {
+  std::vector<std::string> filtered;
+  replica_->set_counts_filter([&](const AgentKey& agent, CountReport* r) {
+    filtered.push_back(agent.id);
+    r->endpoints.clear();  // cut everything: nothing reaches the engine
+  });
+  const auto open = [&](const std::string& bound) {
+    Up hello;
+    hello.hello = Hello{"node-1", 99, kProtocolVersion, {}, 1};
+    hello.counts = CountReport{/*seq=*/1, /*lost=*/0,
+                               {EndpointCounts{kEp, {CountBucket{wall_.Now(),
+                                                                 5, 0}}}}};
+    absl::StatusOr<ReplicaSync::Opened> o = replica_->Open(hello, bound);
+    EXPECT_TRUE(o.ok()) << o.status();
+    return o.ok() ? o->first.applied_seq : 0;
+  };
+  EXPECT_EQ(open("spiffe://t/a|node-1"), 1u);
+  EXPECT_EQ(open("spiffe://t/b|node-1"), 1u) << "its own sequence";
+  EXPECT_EQ(open("spiffe://t/a|node-1"), 1u) << "re-sent: applied once";
+  EXPECT_EQ(filtered, (std::vector<std::string>{"spiffe://t/a|node-1",
+                                                "spiffe://t/b|node-1"}));
+  EXPECT_EQ(replica_->stats().counts_applied, 2);
+  EXPECT_FALSE(engine_->Inspect(kEp).ok()) << "the filter cut the counts";
+}
+
 TEST_F(LeaseProtocolTest, ALaggingCopyIsNotRenewedOnceEveryOtherLeaseHoldsIt) {
   AgentLink fast(AgentOptions("node-1"));
   AgentLink slow(AgentOptions("node-2"));
