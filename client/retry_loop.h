@@ -3,7 +3,10 @@
 //
 //   Admit(n) -> PROCEED(delay)  wait delay, send attempt n, Report(n, outcome)
 //   Report   -> DONE            end: kSucceeded
-//            -> PROCEED(delay)  wait delay, Admit(n+1), ...
+//            -> PROCEED(delay)  wait delay, Admit(m), ... where m is the
+//                               decision's attempt: n+1, or n again when
+//                               the failure used up no attempt (an
+//                               overload, the fleet's half-open probe)
 //            -> GIVE_UP         end: kGaveUp (dead-letter it)
 //            -> DEFER(until)    end: kDeferred
 //   Admit    -> DEFER / GIVE_UP end as above
@@ -54,10 +57,12 @@
 namespace stagger::client {
 
 // What one attempt produced. retry_after: the endpoint's Retry-After, if it
-// sent one (see ParseRetryAfter), within [0, engine::kMaxRetryAfter].
+// sent one (see ParseRetryAfter); ratelimit_reset: its RateLimit-Reset (see
+// ParseRateLimitReset); each within [0, engine::kMaxRetryAfter].
 struct AttemptResult {
   engine::Outcome outcome = engine::Outcome::kSuccess;
   std::optional<absl::Duration> retry_after;
+  std::optional<absl::Duration> ratelimit_reset;
 };
 
 // Sends attempt number `attempt` (>= 1) and says what happened.

@@ -46,8 +46,11 @@ class RetryLoop::Delivery {
     if (call_ == Call::kReport && outcome_ == engine::Outcome::kSuccess) {
       return End(LoopEnd::kSucceeded);
     }
-    // The attempt the next send would be.
-    const int upcoming = call_ == Call::kAdmit ? attempt_ : attempt_ + 1;
+    // The attempt the next send would be: after a failure Report, the one
+    // the decision names (the same one when the failure used up none).
+    const int upcoming = call_ == Call::kAdmit ? attempt_
+                         : d_->attempt > 0     ? d_->attempt
+                                               : attempt_ + 1;
     r_.next_attempt = upcoming;
     switch (d_->verdict) {
       case engine::Verdict::kGiveUp:
@@ -142,6 +145,7 @@ class RetryLoop::Delivery {
     in.attempt = n;
     in.outcome = result.outcome;
     in.retry_after = result.retry_after;
+    in.ratelimit_reset = result.ratelimit_reset;
     in.deadline = loop_.options_.deadline;
     in.first_attempt_time = r_.first_attempt_time;
     in.admission = admission;

@@ -123,6 +123,10 @@ struct ReportInput {
   Outcome outcome = Outcome::kSuccess;
   // The endpoint's Retry-After, if it sent one: 0..kMaxRetryAfter.
   std::optional<absl::Duration> retry_after;
+  // The endpoint's RateLimit-Reset (draft-ietf-httpapi-ratelimit-headers-06:
+  // its limiter's quota resets this long from now), if it sent one:
+  // 0..kMaxRetryAfter. Read with a RATE_LIMITED outcome only.
+  std::optional<absl::Duration> ratelimit_reset;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time first_attempt_time = absl::InfinitePast();
   // The admission token of the Admit that let this attempt go (above).
