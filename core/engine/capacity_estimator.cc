@@ -159,13 +159,17 @@ void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
   const double capacity = threshold_;
   double pace = pace_ > 0 ? pace_ : kStartPace;
   const double ceiling = kCutShare * capacity;
-  if (capacity == 0 || pace < ceiling) {
+  // (Within a float's precision of the ceiling is at it: the pace is kept
+  // as a float.)
+  if (capacity == 0 || pace < ceiling * (1 - 1e-6)) {
     // Slow start: x kSlowStartGrowth per round, or more while a round's
     // overshoot would cost at most kGrowthRisk of the backlog waiting; up
     // to just below the capacity measured.
+    // A long round (sparse events) counts for up to two at x2; the bold
+    // step is one step, its risk bounded once.
     const double rounds = span_s * 1e3 / RoundMs();
     const double bold = 1 + kGrowthRisk * waiting_ / (pace * RoundMs() / 1e3);
-    pace *= std::pow(std::max(kSlowStartGrowth, bold), rounds);
+    pace *= std::max(std::pow(kSlowStartGrowth, rounds), bold);
     if (capacity > 0) pace = std::min(pace, ceiling);
   } else if (MsSince(hold_until_ms_, now_ms) >= 0) {
     // Probing: gently, for capacity added since it was measured (not
@@ -305,9 +309,12 @@ void CapacityEstimator::Remeasure(const DeferralParams& p, absl::Time now) {
 }
 
 void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
-  const double goodput = RoundGoodput(now);
-  // Successes behind that figure: about goodput x a round.
-  const bool measured = goodput * RoundMs() / 1e3 >= kMinAnswers;
+  // The goodput of the last round, if enough successes back it (about
+  // goodput x a round); else the decaying average over about kRateTau.
+  double goodput = RoundGoodput(now);
+  if (goodput * RoundMs() / 1e3 < kMinAnswers) goodput = Goodput(now);
+  const bool measured = goodput * std::max<double>(RoundMs(), kTauMs) / 1e3 >=
+                        kMinAnswers;
   const double target = measured ? kCutShare * goodput : Pace(p) / 2;
   source_ = measured ? Source::kGoodput : Source::kHalved;
   SetPace(p, std::min(Pace(p), target));
