@@ -103,6 +103,22 @@ void AddLimiters(Add& add) {
   }
 }
 
+// The same endpoint failing again and again while deliveries keep
+// coming, on the engine's attempt limit: no delivery may give up because
+// it was chosen as a probe, or let go by evidence older than its failure.
+// Added to the grid by Grid().
+template <typename Add>
+void AddRepeatedOutages(Add& add) {
+  Scenario s = Base(4000, absl::ZeroDuration());
+  s.arrival_rate = 50;
+  s.max_attempts = engine::ranges::kBackoffMaxAttempts.default_value;
+  s.endpoints[0].down = Flapping(absl::Seconds(8), absl::Seconds(12), 4);
+  add("repeated_outages_8s_4k",
+      "deliveries arrive at 50/s for 80 s; 8 attempts (the engine's "
+      "default); nothing may be given up",
+      s);
+}
+
 // The grid. One place: add a line here to add a scenario.
 std::vector<MatrixScenario> Grid() {
   const absl::Duration k2s = absl::Seconds(2), k20s = absl::Seconds(20),
@@ -160,19 +176,7 @@ std::vector<MatrixScenario> Grid() {
         s);
   }
   AddLimiters(add);
-  // The same endpoint failing again and again while deliveries keep
-  // coming, on the engine's attempt limit: no delivery may give up because
-  // it was chosen as a probe, or let go by evidence older than its failure.
-  {
-    Scenario s = Base(4000, absl::ZeroDuration());
-    s.arrival_rate = 50;
-    s.max_attempts = engine::ranges::kBackoffMaxAttempts.default_value;
-    s.endpoints[0].down = Flapping(absl::Seconds(8), absl::Seconds(12), 4);
-    add("repeated_outages_8s_4k",
-        "deliveries arrive at 50/s for 80 s; 8 attempts (the engine's "
-        "default); nothing may be given up",
-        s);
-  }
+  AddRepeatedOutages(add);
   return g;
 }
 
@@ -532,7 +536,7 @@ std::string FormatMatrixMarkdown(const std::vector<MatrixResult>& results) {
           Thousands(static_cast<double>(r.delivered)), " | ",
           Thousands(static_cast<double>(r.given_up)), " | ",
           Seconds1(r.recovery_to_99_s, "never"), " | ",
-          Seconds1(r.limit_s, "cannot finish"), " | ",
+          Seconds1(r.limit_s, "no limit"), " | ",
           ours ? absl::StrFormat("%.2f", r.messages_per_delivery)
                : std::string("-"),
           " |\n");
@@ -619,6 +623,26 @@ std::string BarCell(const AggregatedBar::Worst& w, bool time, int seeds) {
   return c;
 }
 
+// What the bar table's columns hold, printed under it.
+constexpr char kBarLegend[] =
+    "\nThe bar (coordinated row, engine defaults): delivered >= best "
+    "independent row - 0.1%; wasted <= full jitter's / 10; 99% delivered "
+    "<= 1.1 x best jittered independent row + 1 s (no limit if no "
+    "jittered row gets there); in shared-pool scenarios the same for the "
+    "always-up endpoints' deliveries (from t=0); nothing given up where "
+    "the fleet can be delivered before the horizon. Where an endpoint "
+    "that goes down has a limited capacity after it: over-capacity "
+    "answers (429 or 503 from its limiter while up) <= 5% of the "
+    "deliveries (10% if the limiter is shared with traffic the fleet "
+    "cannot see), and where the backlog can finish, 100% delivered after "
+    "the recovery (or the end of the last Retry-After window) <= 1.5 x "
+    "limit + 1 s and 99% <= 1.2 x limit + 0.5 s. Elsewhere the 99% "
+    "limit target is reported apart from the bar. \"-\" in the limit "
+    "columns: no limit (the backlog cannot finish before the horizon, or "
+    "deliveries keep arriving after the recovery). Messages/delivery: the "
+    "coordinated row's calls and lease stream messages to and from the "
+    "coordinator, per delivery (the most on any seed).\n";
+
 }  // namespace
 
 std::string FormatBarMarkdown(const std::vector<AggregatedBar>& bars) {
@@ -634,7 +658,7 @@ std::string FormatBarMarkdown(const std::vector<AggregatedBar>& bars) {
   for (const AggregatedBar& a : bars) {
     std::string limit = a.limit_target.check.applies
                             ? BarCell(a.limit_target, true, seeds)
-                            : std::string("- (cannot finish)");
+                            : std::string("-");
     if (a.limit_target.check.applies && !a.limit_enforced) {
       absl::StrAppend(&limit, " (reported)");
     }
@@ -653,23 +677,7 @@ std::string FormatBarMarkdown(const std::vector<AggregatedBar>& bars) {
     if (a.Passes()) ++met;
   }
   const auto [applies, met_limit] = LimitCounts(bars);
-  absl::StrAppend(
-      &out,
-      "\nThe bar (coordinated row, engine defaults): delivered >= best "
-      "independent row - 0.1%; wasted <= full jitter's / 10; 99% delivered "
-      "<= 1.1 x best jittered independent row + 1 s (no limit if no "
-      "jittered row gets there); in shared-pool scenarios the same for the "
-      "always-up endpoints' deliveries (from t=0); nothing given up where "
-      "the fleet can be delivered before the horizon. Where an endpoint "
-      "that goes down has a limited capacity after it: over-capacity "
-      "answers (429 or 503 from its limiter while up) <= 5% of the "
-      "deliveries (10% if the limiter is shared with traffic the fleet "
-      "cannot see), and where the backlog can finish, 100% delivered after "
-      "the recovery (or the end of the last Retry-After window) <= 1.5 x "
-      "limit + 1 s and 99% <= 1.2 x limit + 0.5 s. Elsewhere the 99% "
-      "limit target is reported apart from the bar. Messages/delivery: the "
-      "coordinated row's calls and lease stream messages to and from the "
-      "coordinator, per delivery (the most on any seed).\n");
+  absl::StrAppend(&out, kBarLegend);
   const std::string every =
       seeds > 1 ? absl::StrCat(" on every one of ", seeds, " seeds")
                 : std::string();

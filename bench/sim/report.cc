@@ -276,7 +276,7 @@ std::string MarkdownTable(const Scenario& s,
         Thousands(static_cast<double>(r.delivered)), " | ",
         Thousands(static_cast<double>(r.given_up)), " | ",
         time(r.recovery_to_99_s, "never"), " | ",
-        time(r.limit_s, "cannot finish"), " | ",
+        time(r.limit_s, "no limit"), " | ",
         r.policy == Policy::kCoordinated
             ? absl::StrFormat("%.2f", r.messages_per_delivery)
             : std::string("-"),

@@ -154,6 +154,14 @@ void CapacityEstimator::Advance(const DeferralParams& p, absl::Time now) {
   round_overload_ = false;
 }
 
+double CapacityEstimator::ProbeStep(double above, double span_s) {
+  // The curve: above(t) = kProbeCurve x (t - T)^3, T = 1 s, so that from
+  // kCutShare of the capacity (above = -(1 - kCutShare)) it is back at
+  // the capacity after T. Where on it `above` lies, then span_s further.
+  const double t = 1 + std::cbrt(above / kProbeCurve);
+  return kProbeCurve * std::pow(t + span_s - 1, 3);
+}
+
 void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
                              uint32_t now_ms) {
   const double capacity = threshold_;
@@ -172,9 +180,10 @@ void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
     pace *= std::max(std::pow(kSlowStartGrowth, rounds), bold);
     if (capacity > 0) pace = std::min(pace, ceiling);
   } else if (MsSince(hold_until_ms_, now_ms) >= 0) {
-    // Probing: gently, for capacity added since it was measured (not
-    // while a limiter's word holds).
-    pace += kProbeGain * capacity * span_s;
+    // Probing, for capacity added since it was measured (not while a
+    // limiter's word holds): along CUBIC's curve, flat near the capacity
+    // and faster away from it.
+    pace = capacity * (1 + ProbeStep(pace / capacity - 1, span_s));
     if (pace > kStaleCapacity * capacity) threshold_ = 0;  // it grew
   }
   pace_ = static_cast<float>(Cap(p, pace));
@@ -205,8 +214,7 @@ void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now) {
     last_round_goodput_ = 0;
     last_round_sent_ = 0;
     round_overload_ = false;
-    epoch_start_ms_ = 0;
-    epoch_successes_ = 0;
+    pause_end_ms_ = 0;
     hold_until_ms_ = ms;
     refusal_ms_ = 0;
     episode_start_ms_ = 0;
@@ -216,13 +224,21 @@ void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now) {
   if (phase_ != Phase::kReleasing) return;
   Advance(p, now);
   round_successes_ += 1;
-  epoch_successes_ += 1;
   if (refusal_ms_ != 0 && MsSince(refusal_ms_, ms) <= RoundMs()) {
     episode_successes_ += 1;
   }
 }
 
 // ---- Overload ----------------------------------------------------------
+
+bool CapacityEstimator::ServedSince(absl::Time t) const {
+  return last_success_ms_ != 0 &&
+         MsSince(Ms32(t), last_success_ms_) > RoundMs();
+}
+
+bool CapacityEstimator::Paused(uint32_t now_ms) const {
+  return pause_end_ms_ != 0 && MsSince(pause_end_ms_, now_ms) < 0;
+}
 
 bool CapacityEstimator::Serving(absl::Time now) const {
   const int32_t window = std::max<int32_t>(
@@ -232,11 +248,19 @@ bool CapacityEstimator::Serving(absl::Time now) const {
 }
 
 bool CapacityEstimator::Overloaded(const Failure& f, absl::Time now) const {
-  if (!f.released || phase_ != Phase::kReleasing || !Serving(now)) {
-    return false;
+  if (!f.released || phase_ != Phase::kReleasing) return false;
+  // A limiter that paused the release answers for itself while the pause
+  // and the round after it run: its refusals are its, not an outage's.
+  const int32_t since_pause = MsSince(pause_end_ms_, Ms32(now));
+  if (f.rate_limited && pause_end_ms_ != 0 && since_pause < RoundMs()) {
+    return true;
   }
+  if (!Serving(now)) return false;
   if (f.rate_limited) return true;  // a limiter's refusal: the first one
-  return failures_ >= kOverloadShare * (successes_ + failures_);
+  // Any other failure: only a share of recent answers, and a few of them
+  // (a single one among few answers is noise, not a trend).
+  return failures_ >= kOverloadShare * (successes_ + failures_) &&
+         failures_ * kTauMs / 1e3 >= kMinOverloadFailures;
 }
 
 double CapacityEstimator::RoundGoodput(absl::Time now) const {
@@ -259,8 +283,9 @@ CapacityEstimator::FailureSignal CapacityEstimator::OnFailure(
   round_overload_ = true;
   if (f.limiter_wait.has_value()) signal.pause_until = now + *f.limiter_wait;
   const uint32_t ms = Ms32(now);
-  if (f.rate_limited) {
-    // Refusals a round apart or less are one episode of saturation.
+  if (f.rate_limited && !Paused(ms)) {
+    // Refusals a round apart or less are one episode of saturation (a
+    // limiter's pause ends one).
     if (refusal_ms_ == 0 || MsSince(refusal_ms_, ms) > RoundMs()) {
       episode_start_ms_ = std::max<uint32_t>(1, ms);
       episode_successes_ = 0;
@@ -269,17 +294,22 @@ CapacityEstimator::FailureSignal CapacityEstimator::OnFailure(
   }
   const int32_t since_round = MsSince(cut_round_end_ms_, ms);
   if (since_round < 0) {
-    // This round's cut is made; the saturated limiter measures itself.
-    if (f.rate_limited) Remeasure(p, now);
+    // This round's cut is made (or a limiter's pause and the round after
+    // it run: answers to what was sent before it teach nothing new); the
+    // saturated limiter measures itself, out of a pause.
+    if (f.rate_limited && !Paused(ms)) Remeasure(p, now);
     return signal;
   }
   streak_start_ms_ = ms;
+  uint32_t pause_ms = 0;
   if (f.limiter_wait.has_value()) {
     Obey(p, now, *f.limiter_wait);
+    pause_ms = static_cast<uint32_t>(
+        absl::ToInt64Milliseconds(*f.limiter_wait));
   } else {
     Cut(p, now);
   }
-  cut_round_end_ms_ = ms + static_cast<uint32_t>(RoundMs());
+  cut_round_end_ms_ = ms + pause_ms + static_cast<uint32_t>(RoundMs());
   signal.cut = true;
   return signal;
 }
@@ -310,12 +340,21 @@ void CapacityEstimator::Remeasure(const DeferralParams& p, absl::Time now) {
 
 void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
   // The goodput of the last round, if enough successes back it (about
-  // goodput x a round); else the decaying average over about kRateTau.
+  // goodput x a round); else the decaying average over about kRateTau, if
+  // enough successes back that (counted as they came, not as the young
+  // average's bias correction scales them).
   double goodput = RoundGoodput(now);
-  if (goodput * RoundMs() / 1e3 < kMinAnswers) goodput = Goodput(now);
-  const bool measured = goodput * std::max<double>(RoundMs(), kTauMs) / 1e3 >=
-                        kMinAnswers;
-  const double target = measured ? kCutShare * goodput : Pace(p) / 2;
+  bool measured = goodput * RoundMs() / 1e3 >= kMinAnswers;
+  if (!measured) {
+    goodput = Goodput(now);
+    CapacityEstimator decayed = *this;
+    decayed.Decay(now);
+    measured = decayed.successes_ * kTauMs / 1e3 >= kMinAnswers;
+  }
+  // Too few answers to measure: halved, but not below what the endpoint
+  // is seen to serve.
+  const double target = measured ? kCutShare * goodput
+                                 : std::max(Pace(p) / 2, kCutShare * goodput);
   source_ = measured ? Source::kGoodput : Source::kHalved;
   SetPace(p, std::min(Pace(p), target));
   threshold_ = static_cast<float>(measured ? goodput : pace_);
@@ -328,17 +367,12 @@ void CapacityEstimator::Obey(const DeferralParams& p, absl::Time now,
   const uint32_t ms = Ms32(now);
   const uint32_t wait_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(wait));
-  const int32_t since = MsSince(epoch_start_ms_, ms);
-  if (epoch_start_ms_ != 0 && since > 0 && epoch_successes_ >= kMinAnswers) {
-    // What it let through since its last word, over the span it covers.
-    const double rate = epoch_successes_ / ((since + wait_ms) / 1e3);
-    if (rate < Pace(p)) {
-      SetPace(p, rate);
-      threshold_ = static_cast<float>(rate);
-    }
-  }
-  epoch_start_ms_ = std::max<uint32_t>(1, ms + wait_ms);
-  epoch_successes_ = 0;
+  pause_end_ms_ = std::max<uint32_t>(1, ms + wait_ms);
+  // The pause ends the episode of refusals: after it, the limiter starts
+  // afresh.
+  episode_start_ms_ = 0;
+  refusal_ms_ = 0;
+  episode_successes_ = 0;
   hold_until_ms_ = ms + wait_ms +
                    static_cast<uint32_t>(absl::ToInt64Milliseconds(kLimiterHold));
 }

@@ -20,38 +20,42 @@
 //     through it, OnAdmitted, at least kBusyShare of pace x round), that
 //     saw no overload, and whose successes kept up with the round before's
 //     admissions (kDeliveredShare), the pace grows: per unit of time, only
-//     while
-//     used. Below kCutShare of the capacity measured (none yet: always) it
-//     doubles (kSlowStartGrowth), up to that share, or grows faster while
-//     that risks little: never by more than could cost kGrowthRisk of the
-//     deliveries still waiting in over-capacity answers, should the
-//     capacity lie just above the pace (the backlog bounds how bold a
-//     step may be; it never sets the pace); from there it probes
-//     upward gently, by kProbeGain of the capacity per second. Probing past
-//     kStaleCapacity x the capacity without an overload forgets it (the
-//     endpoint grew): slow start again.
+//     while used. Below kCutShare of the capacity measured (none yet:
+//     always) it doubles (kSlowStartGrowth), up to that share, or grows
+//     faster while that risks little: never by more than could cost
+//     kGrowthRisk of the deliveries still waiting in over-capacity answers,
+//     should the capacity lie just above the pace (the backlog bounds how
+//     bold a step may be; it never sets the pace). From there it probes
+//     upward along CUBIC's curve: back at the capacity 1 s after the cut,
+//     flat around it (+1% in 1.6 s), then faster (+25% 2.7 s after the
+//     cut).
+//     Probing past kStaleCapacity x the capacity without an overload
+//     forgets it (the endpoint grew): slow start again.
 //   - A queue: successes below kQueueShare of the round before's
 //     admissions (the answers are slowing down: the endpoint queues) cut
 //     the pace below that goodput, before it refuses anything (BBR's
 //     "the delivery rate stopped growing").
 //   - Overload: a released attempt (it took a slot while the gate was
 //     open) refused while the endpoint serves (a success within
-//     max(kDownAfterRtts round trips, kServingWindow); else it is down, and
-//     the failure is the breaker's). A RATE_LIMITED answer (429, 503) is
+//     max(kDownAfterRtts round trips, kServingWindow), or for a refusal, a
+//     limiter's pause or the round after it runs; else it is down, and the
+//     failure is the breaker's). A RATE_LIMITED answer (429, 503) is
 //     overload at once, the first one; any other failure once failures are
-//     kOverloadShare of recent answers. At most once per round the
-//     capacity is set to the goodput measured (successes per second over
-//     the last completed round, or the round so far once it is half over)
-//     and the pace to kCutShare of it: below it, so the limiter refills
-//     (halved instead while fewer than kMinAnswers successes back the
-//     measurement).
+//     kOverloadShare of recent answers, and at least kMinOverloadFailures
+//     of them. At most once per round the capacity is set to the goodput
+//     measured (successes per second over the last completed round, or the
+//     round so far once it is half over) and the pace to kCutShare of it:
+//     below it, so the limiter refills (halved instead while fewer than
+//     kMinAnswers successes back the measurement, but not below kCutShare
+//     of the recent goodput).
 //   - A limiter's word: an overload answered with a Retry-After or a
 //     RateLimit-Reset of d sets the pace directly: no release before
 //     now + d (FailureSignal::pause_until, for the release queue), the cut
 //     as above, but never above what the limiter let through between its
 //     last word and this one over that span, pause included (a fixed
 //     window's quota per window); and no probing upward for kLimiterHold:
-//     each word costs a pause.
+//     each word costs a pause. The pause and the round after it make no
+//     further cut: their refusals answer what was sent before the word.
 //   - deferral.release_rate_per_second, if set, caps the pace.
 // The round trip comes from the breaker's probes (SampleRtt); kDefaultRtt
 // until then.
@@ -110,7 +114,10 @@ class CapacityEstimator {
   static constexpr double kMinPace = 1;     // /s, never below
   static constexpr double kSlowStartGrowth = 2;  // per round
   static constexpr double kGrowthRisk = 0.01;    // of the waiting backlog
-  static constexpr double kProbeGain = 0.05;     // of the capacity, per s
+  // Probing's curve (CUBIC's): (pace - capacity) / capacity =
+  // kProbeCurve x (t - 1 s)^3, t in seconds of probing since kCutShare of
+  // the capacity.
+  static constexpr double kProbeCurve = 1 - 0.95;  // 1 - kCutShare, per s^3
   static constexpr double kCutShare = 0.95;
   static constexpr double kStaleCapacity = 1.25;
   static constexpr double kBusyShare = 0.75;
@@ -120,6 +127,9 @@ class CapacityEstimator {
   static constexpr double kDeliveredShare = 0.75;
   static constexpr double kQueueShare = 0.5;
   static constexpr double kOverloadShare = 0.05;
+  // ... and at least this many failures, counted decaying over kRateTau
+  // (about three in quick succession).
+  static constexpr double kMinOverloadFailures = 2.5;
   static constexpr double kMinAnswers = 10;
   static constexpr double kDownAfterRtts = 2;
   static constexpr absl::Duration kServingWindow = absl::Milliseconds(250);
@@ -182,6 +192,10 @@ class CapacityEstimator {
   Source source() const { return source_; }
   // Still learning upwards fast (bookings stay short, release_pacer.h).
   bool growing() const;
+  // Whether an attempt sent at or after `t` has succeeded: a success
+  // reported more than a round after t (one reported sooner may have been
+  // sent before it).
+  bool ServedSince(absl::Time t) const;
 
   // A delivery took a slot at the pace now (ReleasePacer::TakeSlot).
   void OnAdmitted(const DeferralParams& p, absl::Time now);
@@ -212,7 +226,12 @@ class CapacityEstimator {
   // round without overload.
   void Advance(const DeferralParams& p, absl::Time now);
   void Grow(const DeferralParams& p, double span_s, uint32_t now_ms);
+  // Probing: how far above the capacity (a share of it, < 0 below) the
+  // pace lies span_s of probing after lying `above` it.
+  static double ProbeStep(double above, double span_s);
   bool Serving(absl::Time now) const;
+  // A limiter's pause runs (its word named a later instant).
+  bool Paused(uint32_t now_ms) const;
   bool Overloaded(const Failure& f, absl::Time now) const;
   // Successes/s of the last completed round, or of this one once half over.
   double RoundGoodput(absl::Time now) const;
@@ -250,10 +269,9 @@ class CapacityEstimator {
   float last_round_goodput_ = 0;
   float last_round_sent_ = 0;  // admissions/s of the last completed round
   bool round_overload_ = false;
-  // Since the limiter's last word (0: none yet): successes; no probing
-  // before hold_until_ms_.
-  uint32_t epoch_start_ms_ = 0;
-  float epoch_successes_ = 0;
+  // The end of the limiter's last pause (0: none yet); no probing before
+  // hold_until_ms_.
+  uint32_t pause_end_ms_ = 0;
   uint32_t hold_until_ms_ = 0;
   // The current episode of refusals (RATE_LIMITED overloads a round apart
   // or less): its first refusal, the latest, the successes since the first.

@@ -164,6 +164,12 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
     // No sign of recovery yet: its own backoff stands.
     return Hold(w.until, /*gated=*/false);
   }
+  if (recheck && w.paced &&
+      (c.st.release == nullptr ||
+       !c.st.release->capacity.ServedSince(w.since))) {
+    // Nothing sent since it arrived has succeeded: its own backoff stands.
+    return Hold(w.until, /*gated=*/false);
+  }
   c.waiting = true;
   c.recheck = recheck;
   // Arriving, a retry that the gates let go holds as its backoff (below):
@@ -177,6 +183,12 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
     return Hold(std::min(a.defer_until, w.until), /*gated=*/false);
   }
   if (a.verdict == Verdict::kDefer) {
+    // A retry the pace holds on arrival waits in line for a slot, but only
+    // while the endpoint serves (a release ran on when it went down again:
+    // its slots sent one delivery's attempts 2 to 8 into the outage).
+    if (!recheck && in.attempt > 1 && a.reason == Reason::kPaced) {
+      w.paced = true;
+    }
     // When the reason may end: Park's target, else the answer's own time
     // (a pause's end, a last-chance landing).
     const absl::Time next = c.wait_target != absl::InfiniteFuture()
@@ -404,28 +416,30 @@ void LearnFromAnswer(DecisionContext& c, uint64_t admission, Decision* d) {
   if (rel != nullptr) rel->capacity.OnSuccess(c.p.deferral, c.now);
 }
 
+// When the endpoint says it takes more: its Retry-After, or for a 429 the
+// longer of that and its RateLimit-Reset. Nothing if it said neither.
+std::optional<absl::Duration> EndpointWait(const ReportInput& in) {
+  std::optional<absl::Duration> wait = in.retry_after;
+  if (in.outcome == Outcome::kRateLimited && in.ratelimit_reset.has_value()) {
+    wait = std::max(wait.value_or(absl::ZeroDuration()), *in.ratelimit_reset);
+  }
+  return wait;
+}
+
 Learned LearnFromFailure(DecisionContext& c, const ReportInput& in,
                          Decision* d) {
   EndpointState& st = c.st;
   const bool gate_closed = GateClosed(st, c.now);
   Learned learned;
   // The fleet chose this attempt as a half-open probe: its failure is the
-  // fleet's finding, not the delivery's attempt.
-  learned.probe = st.breaker.state() == BreakerState::kHalfOpen &&
-                  in.admission == ProbeAdmission(c.token_salt,
+  // fleet's finding, not the delivery's attempt. Its token names the
+  // latest half-open period, whatever the breaker did since (another
+  // probe's failure may have opened it again before this one reported).
+  learned.probe = in.admission == ProbeAdmission(c.token_salt,
                                                  st.breaker.generation());
-  // A 429 or 503: a limiter's or an overloaded server's. With Retry-After
-  // or RateLimit-Reset it names when it takes more (the longer of the two).
+  // A 429 or 503: a limiter's or an overloaded server's.
   const bool rate_limited = in.outcome == Outcome::kRateLimited;
-  std::optional<absl::Duration> wait = in.retry_after;
-  if (rate_limited && in.ratelimit_reset.has_value()) {
-    wait = std::max(wait.value_or(absl::ZeroDuration()), *in.ratelimit_reset);
-  }
-  // A release waits for it no longer than the fleet's window would.
-  std::optional<absl::Duration> limiter_wait;
-  if (wait.has_value()) {
-    limiter_wait = std::min(*wait, c.p.backoff.retry_after_max);
-  }
+  const std::optional<absl::Duration> wait = EndpointWait(in);
   // The endpoint pacing us, not failing: it does not feed the breaker.
   const bool paced = rate_limited && wait.has_value();
   CapacityEstimator::Failure f;
@@ -433,7 +447,8 @@ Learned LearnFromFailure(DecisionContext& c, const ReportInput& in,
   // refusal may say the pace is more than the endpoint takes.
   f.released = Releasing(st, c.now) && !gate_closed;
   f.rate_limited = rate_limited;
-  if (rate_limited) f.limiter_wait = limiter_wait;
+  // A release waits for the limiter no longer than the fleet's window would.
+  if (paced) f.limiter_wait = std::min(*wait, c.p.backoff.retry_after_max);
   CapacityEstimator::FailureSignal signal;
   if (st.release != nullptr) {
     signal = st.release->capacity.OnFailure(c.p.deferral, c.now, f);

@@ -113,12 +113,15 @@ Decision DecideAdmit(DecisionContext& c, const AdmitInput& in);
 Decision DecideReport(DecisionContext& c, const ReportInput& in);
 
 // A waiting Admit's step (decision.h, "Waiting admission"):
-//   kArrive: the gates run as for an Admit. GIVE_UP, a first attempt, a
-//     probe, a last chance, or anything during a release answers now. A
-//     retry that could go holds as a backoff wait; a DEFER holds (the call
-//     is parked as the DEFER would have parked it).
+//   kArrive: the gates run as for an Admit. GIVE_UP, a first attempt that
+//     may go, a probe or a last chance answers now. A DEFER holds (the call
+//     is parked as the DEFER would have parked it). A retry that the gates
+//     let go holds as a backoff wait (the pace only looked at, no slot
+//     taken); one that only the pace holds waits in line for a slot.
 //   kRecheck: a backoff wait goes only on evidence since it arrived (the
-//     gate opened again, or a Retry-After window ended: LastEvidence); then,
+//     gate opened again, or a Retry-After window ended: LastEvidence), a
+//     retry the pace held only while the endpoint serves what was sent
+//     since it arrived (CapacityEstimator::ServedSince); then,
 //     like any held call, it goes if the gates let it (reason RELEASED, or
 //     HALF_OPEN_PROBE / LAST_CHANCE as given), at the learned pace. A call
 //     the gates hold books nothing.

@@ -206,17 +206,34 @@ TEST_F(OverloadTest, RefusalsInTheCutRoundMeasureTheLimiterWithoutItsBurst) {
   EXPECT_NEAR(c_.Pace(p_), 150 * CapacityEstimator::kCutShare, 1);
 }
 
-TEST_F(OverloadTest, AboveTheCutThePaceProbesGently) {
+TEST_F(OverloadTest, AboveTheCutThePaceProbesAlongCubicsCurve) {
   ASSERT_TRUE(c_.OnFailure(p_, At(1.25), kRefused).cut);
-  const double cut = c_.Pace(p_);
-  // Rounds of 250 ms, the fleet sent at the pace, all succeeding: up to
-  // 95% of the capacity it stayed, then +5% of the capacity per second.
-  for (int r = 0; r < 8; ++r) {
-    const double from = 1.5 + 0.25 * r;
-    Sent(c_, p_, static_cast<int>(c_.Pace(p_) / 4) + 1, from, 0.25, 0.001);
-  }
-  c_.OnAdmitted(p_, At(3.5));
-  EXPECT_NEAR(c_.Pace(p_), cut + 0.05 * 200 * 2, 1);  // 2 s of probing
+  const double capacity = c_.threshold();
+  ASSERT_NEAR(capacity, 200, 1);
+  // Rounds of 250 ms, the fleet sent at the pace, all succeeding: from 95%
+  // of the capacity the pace probes along CUBIC's curve, capacity x (1 +
+  // 0.05 x (t - 1 s)^3), t from the cut round's end (1.5): back near the
+  // capacity fast, flat around it, then faster.
+  int rounds = 0;
+  auto probe_until = [&](double t) {
+    for (; 0.25 * rounds < t; ++rounds) {
+      const double from = 1.5 + 0.25 * rounds;
+      Sent(c_, p_, static_cast<int>(c_.Pace(p_) / 4) + 1, from, 0.25, 0.001);
+    }
+    c_.OnAdmitted(p_, At(1.5 + t));  // ends the last round
+    return c_.Pace(p_);
+  };
+  auto curve = [&](double t) {
+    return capacity * (1 + 0.05 * (t - 1) * (t - 1) * (t - 1));
+  };
+  EXPECT_NEAR(probe_until(0.75), curve(0.75), 0.01);  // 99.9%
+  EXPECT_NEAR(probe_until(1.25), curve(1.25), 0.01);  // 100.1%
+  EXPECT_NEAR(probe_until(2.25), curve(2.25), 0.01);  // 110%
+  EXPECT_DOUBLE_EQ(c_.threshold(), capacity);
+  // Past +25% (t = 2.7) with no overload the capacity is forgotten: it
+  // grew. Slow start again.
+  probe_until(2.75);
+  EXPECT_EQ(c_.threshold(), 0);
 }
 
 TEST_F(OverloadTest, ALimitersWordPausesTheReleaseAndHoldsThePace) {
@@ -234,6 +251,56 @@ TEST_F(OverloadTest, ALimitersWordPausesTheReleaseAndHoldsThePace) {
     Sent(c_, p_, static_cast<int>(pace / 4) + 1, 3.25 + 0.25 * r, 0.25, 0.001);
   }
   EXPECT_DOUBLE_EQ(c_.Pace(p_), pace);
+}
+
+TEST_F(OverloadTest, ALimitersPauseAndTheRoundAfterItMakeNoFurtherCut) {
+  // "Retry-After: 2" at 1.25: the cut, and nothing released before 3.25.
+  Failure word = kRefused;
+  word.limiter_wait = absl::Seconds(2);
+  ASSERT_TRUE(c_.OnFailure(p_, At(1.25), word).cut);
+  const double pace = c_.Pace(p_);
+  // Attempts sent before it keep coming back refused, with words of their
+  // own, through the pause (the limiter answers for itself: overload,
+  // though nothing succeeds) and the round after it: the caller re-paces
+  // them, but they say nothing of the pace now (nothing went at it), and
+  // a cut on each would collapse the pace to nothing.
+  for (double t : {1.3, 2.0, 3.0, 3.26}) {
+    const CapacityEstimator::FailureSignal f = c_.OnFailure(p_, At(t), word);
+    EXPECT_TRUE(f.overload) << t;
+    EXPECT_FALSE(f.cut) << t;
+  }
+  c_.OnSuccess(p_, At(3.3));
+  EXPECT_FALSE(c_.OnFailure(p_, At(3.49), word).cut);
+  EXPECT_DOUBLE_EQ(c_.Pace(p_), pace);
+  // A round after the pause a refusal is the new pace's: it cuts.
+  EXPECT_TRUE(c_.OnFailure(p_, At(3.51), word).cut);
+}
+
+TEST(CapacityEstimatorTest, OneFailureAmongFewAnswersIsNoOverload) {
+  // A release answered at 16/s for 2 s; then 500s. One or two among so
+  // few answers are over 5% of them but are noise (a 3% failure rate
+  // gives them): not overload. A third within about kRateTau is.
+  const DeferralParams p;
+  CapacityEstimator c = Released(p);
+  Sent(c, p, 32, 1, 2, 0.001);
+  EXPECT_FALSE(c.OnFailure(p, At(3.0), kFailed500).overload);
+  EXPECT_FALSE(c.OnFailure(p, At(3.05), kFailed500).overload);
+  EXPECT_TRUE(c.OnFailure(p, At(3.1), kFailed500).overload);
+}
+
+TEST(CapacityEstimatorTest, TooFewAnswersHalveButNotBelowTheGoodput) {
+  // 8 successes/s for 2 s at a pace of 10/s: too few answers in a round
+  // or in kRateTau to measure, so a refusal halves the pace; but the
+  // endpoint was seen to serve about 8/s, and the pace stays just below
+  // that (halving again and again would collapse it).
+  const DeferralParams p;
+  CapacityEstimator c = Released(p);
+  for (int i = 0; i < 16; ++i) c.OnSuccess(p, At(1 + i / 8.0));
+  ASSERT_TRUE(c.OnFailure(p, At(3.0), kRefused).cut);
+  EXPECT_EQ(c.source(), Source::kHalved);
+  EXPECT_GT(c.Pace(p), 10.0 / 2);
+  EXPECT_NEAR(c.Pace(p), CapacityEstimator::kCutShare * c.Goodput(At(3.0)),
+              1e-3);
 }
 
 TEST_F(OverloadTest, FailuresFromAnEndpointServingNothingAreNotOverload) {

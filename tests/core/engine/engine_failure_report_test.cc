@@ -307,6 +307,37 @@ TEST_F(EngineTest, AProbesFailureUsesUpNoAttemptOfTheDeliveryChosen) {
   EXPECT_EQ(other.reason, Reason::kAttemptsExhausted);
 }
 
+TEST_F(EngineTest, AProbeReportedAfterAnotherProbeReopenedTheBreakerUsesNoAttempt) {
+  // Two probes of one half-open period (5 by default), both deliveries on
+  // their last attempt. The first one's failure opens the breaker again;
+  // the second reports after that: it was the fleet's probe all the same
+  // (its token names the period), so it too uses up no attempt. Once only
+  // the first of a period's probes was spared, and the same deliveries,
+  // chosen again and again, ran out of attempts.
+  Make(TripAfter(1));
+  clock_.Set(Trip(kEp, 1));
+  const Decision first = Admit(kEp, 8);
+  const Decision second = Admit(kEp, 8);
+  ASSERT_EQ(first.reason, Reason::kHalfOpenProbe);
+  ASSERT_EQ(second.reason, Reason::kHalfOpenProbe);
+  auto fail = [&](const Decision& probe) {
+    ReportInput in;
+    in.endpoint = kEp;
+    in.attempt = 8;
+    in.outcome = Outcome::kRetryableFailure;
+    in.admission = probe.admission;
+    absl::StatusOr<Decision> d = engine().Report(in);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *d : Decision{};
+  };
+  ASSERT_EQ(fail(first).attempt, 8);
+  ASSERT_EQ(Inspect(kEp).breaker_state, BreakerState::kOpen);
+  const Decision d = fail(second);
+  EXPECT_EQ(d.verdict, Verdict::kDefer);
+  EXPECT_EQ(d.reason, Reason::kCircuitOpen);
+  EXPECT_EQ(d.attempt, 8);
+}
+
 TEST_F(EngineTest, TransitionsOfOneReportAreAllRecorded) {
   // Open past its time, read by a failure report: HALF_OPEN then OPEN.
   Make(TripAfter(1));

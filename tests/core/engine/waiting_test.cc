@@ -168,6 +168,41 @@ TEST_F(WaitingTest, ARetryArrivingDuringAReleaseWaitsOutItsBackoff) {
   EXPECT_EQ(o.answer->verdict, Verdict::kProceed);
 }
 
+TEST_F(WaitingTest, ARetryThePaceHoldsGoesAtASlotOnlyWhileTheEndpointServes) {
+  // As above, but the pace has no slot when the retry arrives (the
+  // backlog took them): it waits in line for one. A slot that frees is
+  // not enough, though: the endpoint may have gone down again before the
+  // breaker knows (a release once ran on into a new outage, and its slots
+  // sent one delivery's attempts 2 to 8 in 200 ms: it gave up). It goes
+  // at a slot only once an attempt sent after it arrived has succeeded.
+  Trip();
+  clock_.Set(engine_->Inspect(kEp)->open_until);
+  Call probe = Waiting(2, absl::Seconds(30));
+  WaitOutcome p = Step(probe, WaitStep::kArrive);
+  ASSERT_EQ(p.answer->reason, Reason::kHalfOpenProbe);
+  Report(2, Outcome::kSuccess, p.answer->admission);
+  ASSERT_TRUE(engine_->Inspect(kEp)->releasing);
+  // The backlog takes every slot the pace has now.
+  while (engine_->Admit({.endpoint = kEp, .attempt = 2})->verdict ==
+         Verdict::kProceed) {
+  }
+  ASSERT_EQ(Report(1, Outcome::kRetryableFailure).reason, Reason::kBackoff);
+  // Its waiting Admit for attempt 2, with a backoff of 2 s.
+  Call c = Waiting(2, absl::Seconds(2));
+  EXPECT_FALSE(Step(c, WaitStep::kArrive).answer.has_value());
+  EXPECT_TRUE(c.w.paced);
+  // Slots free (500 ms at the start pace of 10/s frees five), but nothing
+  // has succeeded since it arrived: it holds.
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
+  // A success now was sent after it arrived (a round trip, 250 ms until
+  // one is measured, would have passed): the endpoint serves, it goes.
+  Report(2, Outcome::kSuccess);
+  const WaitOutcome o = Step(c, WaitStep::kRecheck);
+  ASSERT_TRUE(o.answer.has_value());
+  EXPECT_EQ(o.answer->reason, Reason::kReleased);
+}
+
 TEST_F(WaitingTest, ACallOnItsLastAttemptIsPassedOverForTheProbe) {
   // Two held calls, the more urgent one on its last attempt (8 by
   // default). Should its client count a probe's failure as its own
