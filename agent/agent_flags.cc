@@ -15,11 +15,12 @@ ABSL_FLAG(std::string, listen, "unix:/run/stagger/agent.sock",
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "the coordinator replicas: host:port, a list (name=host:port,...) "
           "or dns:///host:port");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9465",
-          "Prometheus /metrics listen address; empty disables metrics");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9465",
+          "Prometheus /metrics listen address (host:port; 0.0.0.0:9465 for "
+          "every interface); empty disables metrics");
 ABSL_FLAG(std::string, status_address, "",
-          "host:port of a read-only status page (HTML and JSON: leases held, "
-          "lease streams, decisions); plain HTTP, bind it to loopback or a "
+          "host:port of a read-only status page (HTML and JSON: lease "
+          "streams and leases, not-clear entries, decisions); plain HTTP, bind it to loopback or a "
           "private interface; empty (the default) disables it");
 ABSL_FLAG(std::string, config, "",
           "a staggerd config file the fallback decides with (keep it the "

@@ -6,7 +6,8 @@
 // deliveries cost the coordinators nothing but a count every flush, and
 // workers get sharding and the fail-open fallback without a library.
 //
-// Start-up order: flags (exit 2 on a bad one, naming it), the client, the
+// Start-up order: flags (exit 2 on a bad one, naming it), the first line
+// (each port's interfaces and security), the client, the
 // gRPC server on --listen (exit 1 if it cannot listen, or if another
 // process already answers on its unix socket), /metrics, the status page
 // (--status_address; exit 2 if malformed, 1 if it cannot be bound), then
@@ -31,6 +32,7 @@
 #include "agent/status/decision_tally.h"
 #include "agent/work_pool.h"
 #include "client/coordinator_client.h"
+#include "core/cli/listen_scope.h"
 #include "core/cli/signals.h"
 #include "core/cli/usage.h"
 #include "core/metrics/metrics_exposer.h"
@@ -123,6 +125,35 @@ absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> MakeClient(
   return client;
 }
 
+// The first line: which interfaces each of the agent's ports serves, with
+// what security, and how it reaches the coordinators. By default:
+//   serving workers on unix:/run/stagger/agent.sock (this host only, a Unix
+//   socket), plaintext, no authorization; metrics on 127.0.0.1:9465
+//   (loopback only, plain HTTP); no status page; coordinators
+//   127.0.0.1:50051 over plaintext
+std::string ExposureLine(const AgentFlags& flags) {
+  const auto port = [](const std::string& address, const char* how) {
+    return absl::StrCat(address, " (", cli::ListenScope(address), ", ", how,
+                        ")");
+  };
+  const char* coordinators = !flags.tls.enabled()        ? "plaintext"
+                             : flags.tls.cert_file.empty() ? "TLS"
+                                                           : "mutual TLS";
+  return absl::StrCat(
+      "serving workers on ", cli::DescribeListen(flags.listen),
+      ", plaintext, no authorization; ",
+      flags.metrics_address.empty()
+          ? std::string("no metrics")
+          : absl::StrCat("metrics on ",
+                         port(flags.metrics_address, "plain HTTP")),
+      "; ",
+      flags.status_address.empty()
+          ? std::string("no status page")
+          : absl::StrCat("status page on ",
+                         port(flags.status_address, "plain HTTP, no login")),
+      "; coordinators ", flags.client.target, " over ", coordinators);
+}
+
 std::string ReadyLine(const AgentFlags& flags, int port,
                       const metrics::MetricsExposer* exposer) {
   return absl::StrCat(
@@ -136,6 +167,14 @@ std::string ReadyLine(const AgentFlags& flags, int port,
       exposer ? absl::StrCat(", metrics on port ", exposer->port())
               : std::string(", metrics disabled"),
       ")");
+}
+
+// /metrics on `address` (null when it is empty: no metrics).
+absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> StartMetrics(
+    const std::string& address, const client::CoordinatorClient& client) {
+  if (address.empty()) return nullptr;
+  return metrics::MetricsExposer::Start(address, client.metrics_registry(),
+                                        nullptr);
 }
 
 // The page on --status_address, reading `client`'s lease state and
@@ -178,6 +217,7 @@ int Run() {
     Log(absl::StrCat("refusing to start:\n", flags.status().message()));
     return kExitBadFlag;
   }
+  Log(ExposureLine(*flags));
   absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
       MakeClient(*flags);
   if (!client.ok()) {
@@ -205,15 +245,11 @@ int Run() {
                      " (its folder missing, or the port taken?)"));
     return kExitStartupFailure;
   }
-  std::unique_ptr<metrics::MetricsExposer> exposer;
-  if (!flags->metrics_address.empty()) {
-    auto started = metrics::MetricsExposer::Start(
-        flags->metrics_address, (*client)->metrics_registry(), nullptr);
-    if (!started.ok()) {
-      Log(absl::StrCat("cannot serve metrics: ", started.status().message()));
-      return kExitStartupFailure;
-    }
-    exposer = *std::move(started);
+  absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> exposer =
+      StartMetrics(flags->metrics_address, **client);
+  if (!exposer.ok()) {
+    Log(absl::StrCat("cannot serve metrics: ", exposer.status().message()));
+    return kExitStartupFailure;
   }
   std::unique_ptr<AgentStatusPage> status_page;
   if (tally != nullptr) {
@@ -228,7 +264,7 @@ int Run() {
     status_page = *std::move(started);
     Log(absl::StrCat("status page on port ", status_page->port()));
   }
-  Log(ReadyLine(*flags, port, exposer.get()));
+  Log(ReadyLine(*flags, port, exposer->get()));
   ServeUntilSignal(*server, flags->drain_timeout);
   return kExitClean;
 }

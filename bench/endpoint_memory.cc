@@ -29,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
+#include "core/cli/usage.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_config.h"
@@ -94,6 +95,12 @@ int Run() {
 }  // namespace stagger::bench
 
 int main(int argc, char** argv) {
+  // --help lists this program's flags (bench/endpoint_memory.cc).
+  stagger::cli::InstallUsage(
+      "Tracks --endpoints endpoints in an engine on the embedded defaults "
+      "and prints the resident memory each costs; see "
+      "docs/PERFORMANCE.md.\n  stagger-endpoint-memory --endpoints=1000000",
+      "bench");
   absl::ParseCommandLine(argc, argv);
   return stagger::bench::Run();
 }

@@ -292,13 +292,12 @@ class CoordinatorClient final : public Coordinator {
   std::vector<ReplicaId> replicas() const;
   ReplicaId OwnerOf(absl::string_view key) const;
 
-  // The replicas, their lease streams and (leases on) the live leases on
-  // endpoints after `after` ("": from the first), at most `max_leases` of
-  // them in endpoint order (lease_status.h). Read-only: takes each
-  // replica's lease book lock for one pass over it (two for a page after
-  // the first), as the leases-held gauge does every second; never calls
-  // anyone.
-  LeaseStatus lease_status(absl::string_view after, size_t max_leases) const;
+  // The replicas, their lease streams and (leases on) the entries of their
+  // not-clear sets with targets after `after` ("": from the first), at
+  // most `max_entries` of them in target order (lease_status.h).
+  // Read-only: takes each stream's lock for one pass over its copy of the
+  // set; never calls anyone.
+  LeaseStatus lease_status(absl::string_view after, size_t max_entries) const;
 
   const std::shared_ptr<prometheus::Registry>& metrics_registry() const;
   const engine::Clock& clock() const;

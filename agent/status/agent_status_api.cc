@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -32,22 +33,63 @@ const char* StreamState(const client::ReplicaStatus& r) {
   return r.stream_connected ? "UP" : "DOWN";
 }
 
+}  // namespace
+
+const char* LeaseState(const client::ReplicaStatus& r) {
+  if (!r.stream) return "OFF";
+  if (r.leased && r.in_sync) return "LIVE";
+  if (!r.refusal.empty()) return "REFUSED";
+  if (!r.in_sync && (r.stream_connected || r.leased)) return "OUT_OF_DATE";
+  if (!r.stream_connected) return "STREAM_DOWN";
+  return "NOT_GRANTED";
+}
+
+namespace {
+
 std::string Replica(const client::ReplicaStatus& r) {
   return absl::StrCat(
       "{\"name\":", JsonString(r.name), ",\"target\":", JsonString(r.target),
       ",\"up\":", Bool(r.up), ",\"serving\":", Bool(r.serving),
       ",\"stream\":\"", StreamState(r), "\",\"incarnation\":\"", r.incarnation,
-      "\",\"leases_held\":", r.leases_held, ",\"flushes\":", r.flushes,
+      "\",\"lease_state\":\"", LeaseState(r),
+      "\",\"leased\":", Bool(r.leased), ",\"lease_left_ms\":",
+      absl::ToInt64Milliseconds(r.lease_left), ",\"in_sync\":",
+      Bool(r.in_sync), ",\"set_version\":\"", r.set_version,
+      "\",\"not_clear\":", r.not_clear, ",\"refusal\":",
+      JsonString(r.refusal), ",\"flushes\":", r.flushes,
       ",\"reconnects\":", r.reconnects, ",\"held_calls\":", r.held_calls,
       "}");
 }
 
-std::string Lease(const client::HeldLease& l) {
+std::string Entry(const client::NotClearEntry& e) {
   return absl::StrCat(
-      "{\"endpoint\":", JsonString(l.endpoint), ",\"replica\":",
-      JsonString(l.replica), ",\"epoch\":\"", l.epoch, "\",\"expires\":",
-      JsonTime(l.expires), ",\"allowance\":", l.allowance, ",\"left\":",
-      l.left, "}");
+      "{\"target\":", JsonString(e.target), ",\"scope\":",
+      JsonString(e.scope), ",\"why\":", JsonString(e.why),
+      ",\"replica\":", JsonString(e.replica), ",\"until\":",
+      e.until == absl::InfinitePast() ? "null" : JsonTime(e.until), "}");
+}
+
+// One page of `source`'s entries after `after`: at most `page_size`, but
+// never a target's entries split over two pages (the next page starts
+// after a target). A page that would end inside a target's run ends
+// before it; if that run fills the page, the page takes all of it.
+client::LeaseStatus EntryPage(const LeaseSource& source,
+                              absl::string_view after, size_t page_size) {
+  for (size_t ask = page_size + 1;; ask *= 2) {
+    client::LeaseStatus s = source(after, ask);
+    std::vector<client::NotClearEntry>& e = s.not_clear;
+    if (e.size() <= page_size) return s;
+    const std::string& first_out = e[page_size].target;
+    size_t end = page_size;
+    while (end > 0 && e[end - 1].target == first_out) --end;
+    if (end == 0) {  // the run fills the page: to its end, if it is here
+      end = page_size;
+      while (end < e.size() && e[end].target == first_out) ++end;
+      if (end == e.size() && e.size() == ask) continue;
+    }
+    e.resize(end);
+    return s;
+  }
 }
 
 // {"lease": {"PROCEED": n, ...}, "coordinator": {...}, "fallback": {...}}
@@ -81,9 +123,10 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
   const absl::string_view after = params->Get("after").value_or("");
 
   const absl::Time now = clock_->Now();
-  const client::LeaseStatus s = leases_(after, static_cast<size_t>(*page_size));
+  const client::LeaseStatus s =
+      EntryPage(leases_, after, static_cast<size_t>(*page_size));
   const WaitingCounts waiting = info_.waiting ? info_.waiting() : WaitingCounts{};
-  std::string replicas, leases;
+  std::string replicas, entries;
   bool any_up = false;
   int64_t flushes = 0, reconnects = 0, held_calls = 0;
   for (const client::ReplicaStatus& r : s.replicas) {
@@ -93,13 +136,13 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
     reconnects += r.reconnects;
     held_calls += r.held_calls;
   }
-  for (const client::HeldLease& l : s.leases) {
-    absl::StrAppend(&leases, leases.empty() ? "" : ",", Lease(l));
+  for (const client::NotClearEntry& e : s.not_clear) {
+    absl::StrAppend(&entries, entries.empty() ? "" : ",", Entry(e));
   }
-  const int64_t shown = static_cast<int64_t>(s.leases.size());
-  const int64_t left_out = std::max<int64_t>(0, s.leases_matched - shown);
+  const int64_t shown = static_cast<int64_t>(s.not_clear.size());
+  const int64_t left_out = std::max<int64_t>(0, s.not_clear_matched - shown);
   const std::string next_after =
-      left_out > 0 && !s.leases.empty() ? s.leases.back().endpoint : "";
+      left_out > 0 && !s.not_clear.empty() ? s.not_clear.back().target : "";
   return Ok(absl::StrCat(
       "{\"now\":", JsonTime(now), ",\"agent_id\":", JsonString(s.holder_id),
       ",\"coordinator\":", JsonString(info_.coordinator),
@@ -109,9 +152,9 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
       ",\"reconnects\":", reconnects, ",\"held_calls\":", held_calls,
       ",\"waiting_calls\":", waiting.held,
       ",\"waiting_overflows\":", waiting.overflows,
-      ",\"decisions\":", DecisionCounts(tally_->Read()), ",\"leases\":[",
-      leases, "],\"page_size\":", *page_size, ",\"after\":", JsonString(after),
-      ",\"leases_matched\":", s.leases_matched, ",\"left_out\":", left_out,
+      ",\"decisions\":", DecisionCounts(tally_->Read()), ",\"not_clear\":[",
+      entries, "],\"page_size\":", *page_size, ",\"after\":", JsonString(after),
+      ",\"not_clear_matched\":", s.not_clear_matched, ",\"left_out\":", left_out,
       ",\"next_after\":", JsonString(next_after), "}"));
 }
 

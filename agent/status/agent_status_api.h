@@ -1,26 +1,36 @@
 // AgentStatusApi: the JSON endpoints of stagger-agent's status page,
 // read-only. What it reports comes from a LeaseSource (the agent's
-// CoordinatorClient::lease_status: each replica's lease book read under its
-// own lock, one pass (two past the first page), never calling anyone) and
+// CoordinatorClient::lease_status: each replica's lease stream read under
+// its own lock, one pass over its copy of the set, never calling anyone) and
 // a DecisionTally (atomic counters and a DecisionRing); nothing here
 // touches the decision path's state or holds a lock a decision waits on
 // for longer than such a pass.
 //
-//   GET /api/agent      ?page_size=1..kMaxPageSize&after=ENDPOINT
+//   GET /api/agent      ?page_size=1..kMaxPageSize&after=TARGET
 //     {"now", "agent_id", "coordinator" (--coordinator), "fallback"
 //      ("fail_open"|"fail_closed"), "leases_on", "coordinator_up" (some
 //      replica takes calls),
 //      "replicas": [{"name", "target", "up", "serving", "stream"
 //        ("UP"|"DOWN"|"OFF"), "incarnation" (decimal string: 64 bits),
-//        "leases_held", "flushes", "reconnects"}],
-//      "flushes", "reconnects" (over the replicas),
+//        "lease_state" (LeaseState below), "leased", "lease_left_ms",
+//        "in_sync", "set_version" (decimal string), "not_clear" (entries
+//        of its set), "refusal", "flushes", "reconnects", "held_calls"}],
+//      "flushes", "reconnects", "held_calls" (over the replicas),
+//      "waiting_calls", "waiting_overflows",
 //      "decisions": {"lease"|"coordinator"|"fallback": {"PROCEED", "DEFER",
 //        "GIVE_UP", "DONE"}} since start,
-//      "leases": [{"endpoint", "replica", "epoch" (decimal string),
-//        "expires", "allowance", "left"}] in endpoint order, after `after`,
-//      "page_size", "after", "leases_matched" (live leases after `after`),
+//      "not_clear": [{"target", "scope" ("endpoint"|"prefix"|"member"),
+//        "why", "replica", "until" (or null)}] in (target, replica) order,
+//        after `after`: what the coordinators decide, not this agent,
+//      "page_size", "after", "not_clear_matched" (entries after `after`),
 //      "left_out" (matched, not on this page), "next_after" (the `after`
 //      of the next page; "" when none)}
+//     A page holds at most page_size entries and never splits a target's
+//     entries (a prefix pause is in every replica's set, under one
+//     target): it ends before the target that would not fit, so the next
+//     page, after the last target shown, loses none. Only when one
+//     target's entries outnumber page_size does a page hold more: all of
+//     them (at most 3 scopes per replica).
 //   GET /api/decisions  DecisionsJson (core/status/json.h) of the tally's
 //                       ring: the chart, as staggerd's api/decisions
 //
@@ -60,7 +70,23 @@ struct AgentInfo {
   std::function<WaitingCounts()> waiting;
 };
 
-// The replicas and up to `max` leases after `after`:
+// What one replica's stream lease does for this agent now, in the order
+// it is decided:
+//   "OFF"          no lease stream to it (--leases=false)
+//   "LIVE"         leased, the copy of its set current: its keys the set
+//                  does not cover are answered here
+//   "REFUSED"      it grants this stream no lease; `refusal` says why
+//   "OUT_OF_DATE"  the copy of its set is not current (a gap, or no
+//                  snapshot yet): its keys go to the coordinator until one
+//                  comes, a live lease or not
+//   "STREAM_DOWN"  the stream is down and no lease runs on
+//   "NOT_GRANTED"  stream up, copy current, no renewal: the replica's
+//                  learning period (its first ttl after a start, at least
+//                  its longest probe_timeout), or this copy lacks a
+//                  version every other lease holds
+const char* LeaseState(const client::ReplicaStatus& r);
+
+// The replicas and up to `max` not-clear entries after `after`:
 // CoordinatorClient::lease_status in the agent, a fake in tests.
 using LeaseSource =
     std::function<client::LeaseStatus(absl::string_view after, size_t max)>;

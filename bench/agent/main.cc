@@ -27,7 +27,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -37,6 +36,7 @@
 #include "bench/agent/delivery_worker.h"
 #include "bench/agent/revoke_analysis.h"
 #include "bench/agent/run_report.h"
+#include "core/cli/usage.h"
 
 ABSL_FLAG(std::string, targets, "",
           "comma-separated targets (unix:/path of agents, or host:port of "
@@ -318,9 +318,11 @@ int Main() {
 }  // namespace stagger::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (bench/agent/).
+  stagger::cli::InstallUsage(
       "Paced deliveries through stagger-agents or to staggerd; see "
-      "bench/agent/README.md.");
+      "bench/agent/README.md.",
+      "bench/agent");
   absl::ParseCommandLine(argc, argv);
   // The driver is the instrument: no deadlock detection on gRPC's locks.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -27,7 +27,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "core/cli/usage.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/service/server_setup.h"
@@ -177,9 +177,11 @@ int Main() {
 }  // namespace stagger::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (bench/load/).
+  stagger::cli::InstallUsage(
       "No-op stagger.v1.RetryCoordinator on staggerd's server set-up: the "
-      "load generator's ceiling. Flag: --address.");
+      "load generator's ceiling. Flag: --address.",
+      "bench/load");
   absl::ParseCommandLine(argc, argv);
   return stagger::bench::Main();
 }

@@ -55,7 +55,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -66,6 +65,7 @@
 #include "bench/bench_keys.h"
 #include "bench/load/latency_histogram.h"
 #include "client/internal/members.h"
+#include "core/cli/usage.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
 #include "core/wire/rendezvous.h"
@@ -580,9 +580,11 @@ int Main() {
 }  // namespace stagger::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (bench/load/).
+  stagger::cli::InstallUsage(
       "Closed-loop load generator for stagger.v1.RetryCoordinator; see the "
-      "header of bench/load/stagger_load.cc.");
+      "header of bench/load/stagger_load.cc.",
+      "bench/load");
   absl::ParseCommandLine(argc, argv);
   // The client is the measuring instrument, not what is measured: it skips
   // Abseil's mutex deadlock detector (on in Debian's build; gRPC's locks are

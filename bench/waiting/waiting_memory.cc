@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/cli/usage.h"
 #include "grpcpp/grpcpp.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
@@ -199,6 +200,14 @@ bool PollFor(const std::function<bool()>& done, absl::Duration timeout) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists this program's flags (bench/waiting/).
+  stagger::cli::InstallUsage(
+      "Holds --calls waiting Admits on a staggerd of its own (or through a "
+      "stagger-agent, --agent) and prints the resident memory each costs; "
+      "see docs/PERFORMANCE.md, \"Waiting calls\".\n"
+      "  stagger-waiting-memory --staggerd=build/bin/staggerd "
+      "--calls=100000",
+      "bench/waiting");
   absl::ParseCommandLine(argc, argv);
   const int n = absl::GetFlag(FLAGS_calls);
   const std::string dir = absl::StrCat("/tmp/stagger-waiting-", getpid());

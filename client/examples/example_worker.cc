@@ -21,9 +21,12 @@
 // (RetryLoop asks a waiting Admit for it, which staggerd answers early
 // with RELEASED once the endpoint is seen to recover: against staggerd the
 // last delivery goes when the last Retry-After window ends, about 13 s
-// into the run with the defaults); a deferred delivery is parked in
-// the worker queue until its defer time (the way a queue consumer would set
-// a redelivery delay) and the worker takes the next one. The run stops when
+// into the run with the defaults). A deferred delivery waits in its loop,
+// held by the coordinator (or sleeping when the fallback decides), until
+// it is let go (docs/CLIENT_CONTRACT.md). With a park limit set, a run that
+// ends deferred is parked in the worker queue until its defer time (the
+// way a queue consumer would set a redelivery delay) and the worker takes
+// the next one. The run stops when
 // every delivery has ended, or after --max_run_seconds (then the rest is
 // reported as parked; Cancel() interrupts every wait at once).
 //
@@ -44,7 +47,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,6 +60,7 @@
 #include "client/retry_loop.h"
 #include "client/tls_options.h"
 #include "client/wait.h"
+#include "core/cli/usage.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
@@ -379,7 +382,7 @@ void Worker(int id, stagger::client::CoordinatorClient* client,
     stagger::client::RetryLoop loop(client, stop, options);
 
     // The attempt: POST, map the HTTP status and Retry-After for Report.
-    auto attempt = [&](int) {
+    auto attempt = [&](const stagger::client::Attempt&) {
       const HttpResponse r = endpoint->Post();
       last_status = r.status;
       stagger::client::AttemptResult result;
@@ -575,10 +578,12 @@ int RunFleet(stagger::client::CoordinatorClient* client,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (client/examples/).
+  stagger::cli::InstallUsage(
       "Delivers to a simulated flaky endpoint through staggerd and prints "
       "every decision.\n  stagger-example-worker --coordinator "
-      "127.0.0.1:50051");
+      "127.0.0.1:50051",
+      "client/examples");
   absl::ParseCommandLine(argc, argv);
   const int workers = std::clamp(absl::GetFlag(FLAGS_workers), 1, 256);
   const int deliveries = std::clamp(absl::GetFlag(FLAGS_deliveries), 1, 100000);

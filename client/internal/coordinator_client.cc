@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/random/distributions.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,7 @@
 #include "client/internal/replica.h"
 #include "client/internal/replica_call.h"
 #include "core/engine/engine.h"
+#include "core/lease/agent_link.h"
 #include "core/wire/wire.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -75,6 +77,15 @@ std::shared_ptr<grpc::Channel> MakeReplicaChannel(const ClientOptions& options,
       options.credentials != nullptr ? options.credentials
                                      : grpc::InsecureChannelCredentials(),
       args);
+}
+
+const char* ScopeName(lease::Scope s) {
+  switch (s) {
+    case lease::Scope::kEndpoint: return "endpoint";
+    case lease::Scope::kPrefix: return "prefix";
+    case lease::Scope::kMember: return "member";
+  }
+  return "?";
 }
 
 // The lease stream's options: who this client is (a new incarnation per
@@ -183,11 +194,11 @@ class CoordinatorClient::Impl {
                           const AdmitRequest& in, const Canceller* cancel,
                           AdmitDone done);
   std::optional<ClientDecision> AdmitUnderLease(const AdmitRequest& in) {
-    return LeasedAdmit(membership_->Peek(in.endpoint).get(), in);
+    return LeasedAdmit(in);
   }
   std::optional<ClientDecision> ReportUnderLease(const ReportRequest& in) {
     if (in.outcome != engine::Outcome::kSuccess) return std::nullopt;
-    return LeasedReport(membership_->Peek(in.endpoint).get(), in);
+    return LeasedReport(in);
   }
   absl::StatusOr<std::vector<ClientDecision>> AdmitBatch(
       absl::Span<const AdmitRequest> items);
@@ -197,7 +208,7 @@ class CoordinatorClient::Impl {
   bool coordinator_up() const { return membership_->AnyUp(); }
   std::vector<ReplicaId> replicas() const;
   ReplicaId OwnerOf(absl::string_view key) const;
-  LeaseStatus lease_status(absl::string_view after, size_t max_leases) const;
+  LeaseStatus lease_status(absl::string_view after, size_t max_entries) const;
 
   const ClientOptions options_;
   const engine::Clock* const clock_;
@@ -206,12 +217,16 @@ class CoordinatorClient::Impl {
 
  private:
   std::shared_ptr<Replica> MakeReplica(const Member& m, bool health_checks);
-  // Under a lease of the replica `r` a call goes to: the local answer, or
-  // nullopt (ask the coordinator). Checks the request first (a bad one is
-  // the coordinator's to name).
-  std::optional<ClientDecision> LeasedAdmit(Replica* r, const AdmitRequest& in);
-  std::optional<ClientDecision> LeasedReport(Replica* r,
-                                             const ReportRequest& in);
+  // The lease stream of `key`'s owner if it may answer `key` locally now
+  // (lease::MayAnswerLocally over the view's streams), or null.
+  SyncSession* LocalSession(const Membership::View& v,
+                            absl::string_view key) const;
+  // Under the lease of the key's owner: the local answer, or nullopt (ask
+  // the coordinator). Checks the request first (a bad one is the
+  // coordinator's to name). A failure report first sends the owner the
+  // key's counts and waits for them (at most call_deadline).
+  std::optional<ClientDecision> LeasedAdmit(const AdmitRequest& in);
+  std::optional<ClientDecision> LeasedReport(const ReportRequest& in);
   // The lease streams' state into the metrics (every second).
   void SampleLeases();
   // Background upkeep (real time): the local engine's idle endpoints are
@@ -248,6 +263,17 @@ CoordinatorClient::Impl::Impl(ClientOptions options)
       [this](const Member& m, bool health_checks) {
         return MakeReplica(m, health_checks);
       });
+  if (options_.leases) {
+    // The fallback keeps to the last not-clear set of each key's owner.
+    local_.set_covering([this](absl::string_view key)
+                            -> std::optional<lease::NotClearEntry> {
+      const std::shared_ptr<const Membership::View> v = membership_->view();
+      if (!v->ring.has_value()) return std::nullopt;
+      SyncSession* s = v->replicas[v->ring->Owner(key)]->sync();
+      if (s == nullptr) return std::nullopt;
+      return s->Covering(key);
+    });
+  }
   housekeeper_ = std::thread([this] { Housekeeping(); });
 }
 
@@ -266,7 +292,11 @@ std::shared_ptr<Replica> CoordinatorClient::Impl::MakeReplica(
   o.clock = clock_;
   o.metrics = &metrics_;
   o.on_change = [this] { metrics_.SetCoordinatorUp(coordinator_up()); };
-  if (options_.leases) o.sync = LeaseOptions(options_, clock_);
+  if (options_.leases) {
+    o.sync = LeaseOptions(options_, options_.clock != nullptr
+                                        ? clock_
+                                        : engine::MonotonicClock::Instance());
+  }
   if (options_.channel == nullptr) {
     o.waiting_channel = MakeReplicaChannel(options_, m.target, true);
   }
@@ -332,95 +362,113 @@ bool CoordinatorClient::Impl::WaitForCoordinator(absl::Duration timeout) {
 }
 
 LeaseStatus CoordinatorClient::Impl::lease_status(absl::string_view after,
-                                                 size_t max_leases) const {
+                                                 size_t max_entries) const {
   LeaseStatus out;
-  const absl::Time now = clock_->Now();
   for (const auto& r : membership_->view()->replicas) {
     ReplicaStatus rs{r->name(), r->target(), r->up(), r->serving()};
     if (const SyncSession* s = r->sync(); s != nullptr) {
       if (out.holder_id.empty()) out.holder_id = s->options().agent_id;
-      lease::LeaseBook::LeasePage page =
-          s->book().ListLeases(after, max_leases, now);
+      const lease::AgentLink::Status st = s->status();
       rs.stream = true;
       rs.stream_connected = s->connected();
       rs.incarnation = s->options().incarnation;
-      // The first page's count is every live lease; later pages count
-      // them in a second pass.
-      rs.leases_held = after.empty() ? page.matched : s->book().LeasesHeld(now);
+      rs.leased = st.leased;
+      rs.lease_left = st.leased ? st.lease_until - s->Now()
+                                : absl::ZeroDuration();
+      rs.in_sync = st.in_sync;
+      rs.set_version = st.version;
+      rs.not_clear = st.entries;
+      rs.refusal = st.refusal;
       rs.flushes = s->flushes();
       rs.reconnects = s->reconnects();
       rs.held_calls = s->held();
-      out.leases_matched += page.matched;
-      for (lease::LeaseBook::HeldLease& l : page.leases) {
-        out.leases.push_back({std::move(l.endpoint), r->name(), l.epoch,
-                              l.expires, l.allowance, l.left});
+      lease::AgentLink::EntryPage page = s->ListEntries(after, max_entries);
+      out.not_clear_matched += page.matched;
+      for (const lease::NotClearEntry& e : page.entries) {
+        out.not_clear.push_back(
+            {e.key.target, ScopeName(e.key.scope), lease::WhyName(e.why),
+             r->name(), e.until});
       }
     }
     out.replicas.push_back(std::move(rs));
   }
-  // Each replica's page is in endpoint order; together, the first
-  // max_leases of their union.
-  std::sort(out.leases.begin(), out.leases.end(),
-            [](const HeldLease& a, const HeldLease& b) {
-              return std::tie(a.endpoint, a.replica) <
-                     std::tie(b.endpoint, b.replica);
+  // Each replica's page is in target order; together, the first
+  // max_entries of their union.
+  std::sort(out.not_clear.begin(), out.not_clear.end(),
+            [](const NotClearEntry& a, const NotClearEntry& b) {
+              return std::tie(a.target, a.replica) <
+                     std::tie(b.target, b.replica);
             });
-  if (out.leases.size() > max_leases) out.leases.resize(max_leases);
+  if (out.not_clear.size() > max_entries) out.not_clear.resize(max_entries);
   return out;
 }
 
 void CoordinatorClient::Impl::SampleLeases() {
-  int64_t leases = 0, up = 0, flushes = 0, reconnects = 0;
-  const absl::Time now = clock_->Now();
+  int64_t leased = 0, up = 0, flushes = 0, reconnects = 0;
   for (const auto& r : membership_->view()->replicas) {
     SyncSession* s = r->sync();
     if (s == nullptr) continue;
-    leases += s->book().LeasesHeld(now);
+    leased += s->status().leased ? 1 : 0;
     up += s->connected() ? 1 : 0;
     flushes += s->flushes();
     reconnects += s->reconnects();
   }
-  metrics_.SetLeaseState(leases, up, flushes, reconnects);
+  metrics_.SetLeaseState(leased, up, flushes, reconnects);
+}
+
+SyncSession* CoordinatorClient::Impl::LocalSession(
+    const Membership::View& v, absl::string_view key) const {
+  if (!options_.leases || !v.ring.has_value()) return nullptr;
+  absl::InlinedVector<const lease::LinkView*, 4> links;
+  for (const auto& r : v.replicas) links.push_back(r->sync());
+  const size_t owner = v.ring->Owner(key);
+  SyncSession* s = v.replicas[owner]->sync();
+  if (s == nullptr ||
+      !lease::MayAnswerLocally(links, v.ring->names(), owner, key, s->Now())) {
+    return nullptr;
+  }
+  return s;
 }
 
 std::optional<ClientDecision> CoordinatorClient::Impl::LeasedAdmit(
-    Replica* r, const AdmitRequest& in) {
-  if (r == nullptr || r->sync() == nullptr || in.attempt != 1 ||
-      !local_.ValidateAdmit(in).ok()) {
+    const AdmitRequest& in) {
+  if (!options_.leases || in.attempt != 1 || !local_.ValidateAdmit(in).ok()) {
     return std::nullopt;
   }
-  const absl::Time now = clock_->Now();
-  std::optional<engine::Decision> d =
-      r->sync()->book().Admit(in, now, random_->Get());
-  if (!d.has_value()) {
-    r->sync()->Nudge();  // a lease is wanted: ask soon
-    return std::nullopt;
-  }
+  const std::shared_ptr<const Membership::View> v = membership_->view();
+  SyncSession* s = LocalSession(*v, in.endpoint);
+  if (s == nullptr) return std::nullopt;
+  std::optional<engine::Decision> d = s->Admit(in, random_->Get());
+  if (!d.has_value()) return std::nullopt;
   metrics_.CountLeaseDecision(Call::kAdmit, d->verdict);
-  return ToClientDecision(*d, now, DecisionSource::kLease, absl::OkStatus());
+  return ToClientDecision(*d, clock_->Now(), DecisionSource::kLease,
+                          absl::OkStatus());
 }
 
 std::optional<ClientDecision> CoordinatorClient::Impl::LeasedReport(
-    Replica* r, const ReportRequest& in) {
-  if (r == nullptr || r->sync() == nullptr || !local_.ValidateReport(in).ok()) {
-    return std::nullopt;
-  }
+    const ReportRequest& in) {
+  if (!options_.leases || !local_.ValidateReport(in).ok()) return std::nullopt;
+  const std::shared_ptr<const Membership::View> v = membership_->view();
+  if (!v->ring.has_value()) return std::nullopt;
   if (in.outcome != engine::Outcome::kSuccess) {
-    // The replica learns this endpoint's successes before its failure.
-    r->sync()->FlushFor(in.endpoint, options_.call_deadline);
+    // The owner learns this endpoint's successes before its failure.
+    SyncSession* owner = v->replicas[v->ring->Owner(in.endpoint)]->sync();
+    if (owner != nullptr) owner->FlushFor(in.endpoint, options_.call_deadline);
     return std::nullopt;
   }
-  const absl::Time now = clock_->Now();
-  std::optional<engine::Decision> d = r->sync()->book().Report(in, now);
+  SyncSession* s = LocalSession(*v, in.endpoint);
+  if (s == nullptr) return std::nullopt;
+  std::optional<engine::Decision> d = s->Report(in);
   if (!d.has_value()) return std::nullopt;
   metrics_.CountLeaseDecision(Call::kReport, d->verdict);
-  return ToClientDecision(*d, now, DecisionSource::kLease, absl::OkStatus());
+  return ToClientDecision(*d, clock_->Now(), DecisionSource::kLease,
+                          absl::OkStatus());
 }
 
 absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
     const AdmitRequest& in) {
+  if (std::optional<ClientDecision> d = LeasedAdmit(in)) return *d;
   std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
-  if (std::optional<ClientDecision> d = LeasedAdmit(r.get(), in)) return *d;
   return CallOrFallback<ClientDecision>(
       r, options_.call_deadline,
       &v1::RetryCoordinator::Stub::Admit,
@@ -448,10 +496,8 @@ struct WaitingAdmit {
 void CoordinatorClient::Impl::AdmitWaitingAsync(const AdmitRequest& in,
                                                 const Canceller* cancel,
                                                 AdmitDone done) {
+  if (std::optional<ClientDecision> d = LeasedAdmit(in)) return done(*d);
   std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
-  if (std::optional<ClientDecision> d = LeasedAdmit(r.get(), in)) {
-    return done(*d);
-  }
   if (r == nullptr) {
     return done(local_.Admit(in, absl::UnavailableError(kConsideredDown)));
   }
@@ -569,8 +615,8 @@ void CoordinatorClient::Impl::AdmitWaitingByCall(
 
 absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Report(
     const ReportRequest& in) {
+  if (std::optional<ClientDecision> d = LeasedReport(in)) return *d;
   std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
-  if (std::optional<ClientDecision> d = LeasedReport(r.get(), in)) return *d;
   return CallOrFallback<ClientDecision>(
       r, options_.call_deadline,
       &v1::RetryCoordinator::Stub::Report,
@@ -732,8 +778,8 @@ CoordinatorClient::ReplicaId CoordinatorClient::OwnerOf(
   return impl_->OwnerOf(key);
 }
 LeaseStatus CoordinatorClient::lease_status(absl::string_view after,
-                                            size_t max_leases) const {
-  return impl_->lease_status(after, max_leases);
+                                            size_t max_entries) const {
+  return impl_->lease_status(after, max_entries);
 }
 const std::shared_ptr<prometheus::Registry>&
 CoordinatorClient::metrics_registry() const {

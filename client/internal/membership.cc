@@ -51,6 +51,11 @@ std::shared_ptr<const Membership::View> Membership::MakeView(
     v->replicas.push_back(kept != nullptr ? std::move(kept)
                                           : make_(m, health_checks));
   }
+  // Lease streams name the members (a replica leases only to agents that
+  // see the same ones).
+  for (const std::shared_ptr<Replica>& r : v->replicas) {
+    if (r->sync() != nullptr) r->sync()->SetMembers(names);
+  }
   if (!names.empty()) v->ring = *wire::Rendezvous::Create(std::move(names));
   return v;
 }

@@ -16,35 +16,46 @@ const char* LoopEndName(LoopEnd e) {
   return "UNKNOWN";
 }
 
-// One delivery's run. Invariant between steps: `d` answers `call` about
-// `attempt` (Admit: may attempt be sent; Report: attempt finished with
-// `outcome`).
+// One delivery's run (docs/CLIENT_CONTRACT.md, "The loop"). Invariant
+// between steps: `d_` answers `call_` about `attempt_` (Admit: may attempt_
+// be sent; Report: attempt_ finished with `outcome_`), asked at `asked_at_`
+// with `wait_` (a waiting Admit: wait_ > 0, for a backoff or a park).
 class RetryLoop::Delivery {
  public:
   Delivery(const RetryLoop& loop, absl::string_view endpoint, int next_attempt,
-      absl::Time first_attempt_time)
-      : loop_(loop), endpoint_(endpoint), attempt_(next_attempt) {
+           absl::Time first_attempt_time)
+      : loop_(loop), o_(loop.options_), endpoint_(endpoint) {
     r_.first_attempt_time = first_attempt_time;
     r_.next_attempt = next_attempt;
   }
 
   LoopResult Go(const AttemptFn& send) {
-    d_ = Admit(attempt_, absl::ZeroDuration());
-    while (!Step(send)) {
-    }
+    bool ended = Ask(r_.next_attempt, WaitKind::kNone, absl::ZeroDuration());
+    while (!ended) ended = Step(send);
     return std::move(r_);
   }
 
  private:
+  enum class WaitKind : uint8_t { kNone, kBackoff, kPark };
+
   // Acts on `d_`; true when the run has ended (r_ says how).
   bool Step(const AttemptFn& send) {
-    if (!d_.ok()) return End(LoopEnd::kError, d_.status());
-    const RetryLoopOptions& o = loop_.options_;
-    if (o.on_decision) o.on_decision(DecisionEvent{call_, attempt_, outcome_, *d_});
-    r_.last_decision = *d_;
-    // An attempt succeeded: whatever the answer (DONE), nothing is left.
+    if (d_.ok()) {
+      if (o_.on_decision) {
+        o_.on_decision(DecisionEvent{call_, attempt_, outcome_, wait_, *d_});
+      }
+      r_.last_decision = *d_;
+    }
+    // An attempt succeeded: whatever the answer, nothing is left to do.
     if (call_ == Call::kReport && outcome_ == engine::Outcome::kSuccess) {
+      r_.error = d_.status();
       return End(LoopEnd::kSucceeded);
+    }
+    if (!d_.ok()) {
+      if (absl::IsCancelled(d_.status()) && Cancelled()) {
+        return End(LoopEnd::kCancelled);
+      }
+      return End(LoopEnd::kError, d_.status());
     }
     // The attempt the next send would be: after a failure Report, the one
     // the decision names (the same one when the failure used up none).
@@ -55,119 +66,160 @@ class RetryLoop::Delivery {
     switch (d_->verdict) {
       case engine::Verdict::kGiveUp:
         return End(LoopEnd::kGaveUp);
-      case engine::Verdict::kDefer:
-        return Deferred(upcoming);
       case engine::Verdict::kDone:  // to an Admit or a failure: broken peer
         return End(LoopEnd::kError,
                    absl::InternalError("coordinator answered DONE to a call "
                                        "that was not a success report"));
+      case engine::Verdict::kDefer:
+        return Park(upcoming);
       case engine::Verdict::kProceed:
         break;
     }
-    if (call_ == Call::kReport) return Retry(upcoming);
-    return Send(send);
+    parked_since_ = absl::InfiniteFuture();  // a PROCEED ends a stretch
+    if (call_ == Call::kReport) return Backoff(upcoming);
+    return Proceed(send);
   }
 
-  // PROCEED after a failure: the delay, then Admit(upcoming) (waiting out
-  // the delay there when the coordinator holds waiting calls).
-  bool Retry(int upcoming) {
-    absl::Duration wait = absl::ZeroDuration();
-    absl::Duration sleep = d_->delay;
-    if (Waits()) {
-      wait = std::min(d_->delay, engine::kMaxWait);
-      sleep = d_->delay - wait;
+  // PROCEED(delay) to a failure Report: wait the backoff (at the
+  // coordinator when it holds waiting calls), then Admit(upcoming).
+  bool Backoff(int upcoming) {
+    const absl::Duration d = d_->delay;
+    not_before_ = Now() + d;
+    if (Waits() && d > absl::ZeroDuration()) {
+      return Ask(upcoming, WaitKind::kBackoff, std::min(d, engine::kMaxWait));
     }
-    if (!loop_.options_.wait(sleep, *loop_.canceller_)) {
-      return End(LoopEnd::kCancelled);
-    }
-    attempt_ = upcoming;
-    call_ = Call::kAdmit;
-    outcome_.reset();
-    d_ = Admit(attempt_, wait);
-    return false;
+    if (!Sleep(d)) return End(LoopEnd::kCancelled);
+    return Ask(upcoming, WaitKind::kNone, absl::ZeroDuration());
   }
 
-  // DEFER: the run ends (the caller parks the delivery), or the delivery
-  // waits here, held by the coordinator, with park_in_loop.
-  bool Deferred(int upcoming) {
-    if (!Waits() || !loop_.options_.park_in_loop) {
+  // DEFER: park (at the coordinator when it holds waiting calls), then
+  // Admit(upcoming) again; or end the run past the park limit.
+  bool Park(int upcoming) {
+    if (!SleepOwed()) return End(LoopEnd::kCancelled);
+    const absl::Time now = Now();
+    if (parked_since_ == absl::InfiniteFuture()) parked_since_ = now;
+    const absl::Duration park = std::max(d_->defer_for, kMinPark);
+    if (now + park - parked_since_ > o_.park_limit) {
       return End(LoopEnd::kDeferred);
     }
-    if (loop_.canceller_->cancelled()) return End(LoopEnd::kCancelled);
-    attempt_ = upcoming;
-    call_ = Call::kAdmit;
-    outcome_.reset();
-    d_ = Admit(attempt_, std::clamp(d_->defer_for, absl::Nanoseconds(1),
-                                    engine::kMaxWait));
-    return false;
+    not_before_ = now + park;
+    if (Waits()) {
+      return Ask(upcoming, WaitKind::kPark, std::min(park, engine::kMaxWait));
+    }
+    if (!Sleep(park)) return End(LoopEnd::kCancelled);
+    return Ask(upcoming, WaitKind::kNone, absl::ZeroDuration());
   }
 
-  // PROCEED to an Admit: the delay, the attempt, its Report.
-  bool Send(const AttemptFn& send) {
-    if (!loop_.options_.wait(d_->delay, *loop_.canceller_)) {
-      return End(LoopEnd::kCancelled);
+  // PROCEED(delay) to an Admit: the delay, the attempt, its Report. A
+  // waiting backoff's ADMITTED at the end of its wait, with backoff still
+  // owed (over kMaxWait), waits again for the rest instead.
+  bool Proceed(const AttemptFn& send) {
+    if (!SleepOwed()) return End(LoopEnd::kCancelled);
+    const absl::Time now = Now();
+    if (wait_kind_ == WaitKind::kBackoff &&
+        d_->source == DecisionSource::kCoordinator &&
+        d_->reason == engine::Reason::kAdmitted && now >= asked_at_ + wait_ &&
+        not_before_ > now) {
+      return Ask(attempt_, WaitKind::kBackoff,
+                 std::min(not_before_ - now, engine::kMaxWait));
     }
+    if (!Sleep(d_->delay) || Cancelled()) return End(LoopEnd::kCancelled);
     if (attempt_ == 1 && r_.first_attempt_time == absl::InfinitePast()) {
-      r_.first_attempt_time = loop_.options_.clock->Now();
+      r_.first_attempt_time = Now();
     }
     const uint64_t admission = d_->admission;
-    const AttemptResult result = send(attempt_);
+    const AttemptResult result = send(Attempt{attempt_, o_.attempt_timeout});
     ++r_.attempts_made;
+    r_.next_attempt = attempt_ + 1;
     call_ = Call::kReport;
     outcome_ = result.outcome;
-    d_ = Report(attempt_, result, admission);
+    wait_ = absl::ZeroDuration();
+    wait_kind_ = WaitKind::kNone;
+    d_ = Report(result, admission);
     return false;
   }
 
+  // The local fallback answered a waiting Admit (the coordinator went
+  // away): first the rest of what the coordinator's answer owed.
+  bool SleepOwed() {
+    if (wait_ <= absl::ZeroDuration() ||
+        d_->source != DecisionSource::kLocalFallback) {
+      return true;
+    }
+    return Sleep(not_before_ - Now());
+  }
+
+  // The answer came from a coordinator that holds waiting calls.
   bool Waits() const {
-    return loop_.options_.waiting && d_->wait_supported &&
+    return o_.waiting && d_->wait_supported &&
            d_->source == DecisionSource::kCoordinator;
   }
 
-  absl::StatusOr<ClientDecision> Admit(int n, absl::Duration wait) {
+  // Admit(n), waiting `wait` when it is > 0; true if cancelled first.
+  bool Ask(int n, WaitKind kind, absl::Duration wait) {
+    if (Cancelled()) return End(LoopEnd::kCancelled);
+    attempt_ = n;
+    call_ = Call::kAdmit;
+    outcome_.reset();
+    wait_ = wait;
+    wait_kind_ = kind;
+    asked_at_ = Now();
     AdmitRequest in;
     in.endpoint = endpoint_;
     in.attempt = n;
-    in.deadline = loop_.options_.deadline;
+    in.deadline = o_.deadline;
     in.first_attempt_time = r_.first_attempt_time;
     in.wait = wait;
-    if (wait <= absl::ZeroDuration()) return loop_.coordinator_->Admit(in);
-    absl::StatusOr<ClientDecision> d =
-        loop_.coordinator_->AdmitWaiting(in, loop_.canceller_);
-    if (absl::IsCancelled(d.status())) End(LoopEnd::kCancelled);
-    return d;
+    d_ = wait > absl::ZeroDuration()
+             ? loop_.coordinator_->AdmitWaiting(in, loop_.canceller_)
+             : loop_.coordinator_->Admit(in);
+    return false;
   }
 
-  absl::StatusOr<ClientDecision> Report(int n, const AttemptResult& result,
+  absl::StatusOr<ClientDecision> Report(const AttemptResult& result,
                                         uint64_t admission) {
     ReportRequest in;
     in.endpoint = endpoint_;
-    in.attempt = n;
+    in.attempt = attempt_;
     in.outcome = result.outcome;
     in.retry_after = result.retry_after;
     in.ratelimit_reset = result.ratelimit_reset;
-    in.deadline = loop_.options_.deadline;
+    in.deadline = o_.deadline;
     in.first_attempt_time = r_.first_attempt_time;
     in.admission = admission;
     return loop_.coordinator_->Report(in);
   }
 
+  // Sleeps `d` (nothing when <= 0); false if cancelled before or during.
+  bool Sleep(absl::Duration d) {
+    if (Cancelled()) return false;
+    if (d <= absl::ZeroDuration()) return true;
+    return o_.wait(d, *loop_.canceller_);
+  }
+  bool Cancelled() const { return loop_.canceller_->cancelled(); }
+  absl::Time Now() const { return o_.clock->Now(); }
+
   bool End(LoopEnd end, absl::Status error = absl::OkStatus()) {
-    if (ended_) return true;  // a cancelled wait already said how
-    ended_ = true;
     r_.end = end;
-    r_.error = std::move(error);
+    if (!error.ok()) r_.error = std::move(error);
     return true;
   }
 
   const RetryLoop& loop_;
+  const RetryLoopOptions& o_;
   const absl::string_view endpoint_;
-  int attempt_;
+  int attempt_ = 1;
   Call call_ = Call::kAdmit;
   std::optional<engine::Outcome> outcome_;
   absl::StatusOr<ClientDecision> d_;
+  absl::Duration wait_ = absl::ZeroDuration();
+  WaitKind wait_kind_ = WaitKind::kNone;
+  absl::Time asked_at_ = absl::InfinitePast();
+  // When the current backoff or park ends (what the coordinator owed).
+  absl::Time not_before_ = absl::InfinitePast();
+  // The first DEFER of the current stretch; InfiniteFuture: not parked.
+  absl::Time parked_since_ = absl::InfiniteFuture();
   LoopResult r_;
-  bool ended_ = false;
 };
 
 RetryLoop::RetryLoop(Coordinator* coordinator, const Canceller* canceller,

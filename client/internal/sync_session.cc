@@ -17,19 +17,22 @@ constexpr absl::Duration kHealthyStream = absl::Seconds(10);
 // Held calls, drops and returns per message (sync.proto allows 10,000).
 constexpr int kHeldPerMessage = 1000;
 
-void Fill(lease::LeaseBook::Outgoing& out, v1::SyncUp* up) {
-  if (out.counts.has_value()) wire::ToProto(*out.counts, up->mutable_counts());
-  for (std::string& key : out.asks) up->add_lease_asks(std::move(key));
-  for (const lease::LeaseAck& a : out.acks) {
-    wire::ToProto(a, up->add_lease_acks());
-  }
+lease::AgentLink::Options LinkOptions(const SyncSession::Options& o) {
+  lease::AgentLink::Options out;
+  out.agent_id = o.agent_id;
+  out.incarnation = o.incarnation;
+  out.members = o.members;
+  out.flush_interval = o.flush_interval;
+  return out;
 }
 
 }  // namespace
 
 SyncSession::SyncSession(std::shared_ptr<grpc::Channel> channel,
                          Options options)
-    : channel_(std::move(channel)), options_(std::move(options)) {
+    : channel_(std::move(channel)),
+      options_(std::move(options)),
+      link_(LinkOptions(options_)) {
   writer_ = std::thread([this] { Run(); });
 }
 
@@ -167,25 +170,65 @@ bool SyncSession::FillHeld(absl::Time now, v1::SyncUp* up) {
          up->returns_size() > 0;
 }
 
-void SyncSession::Nudge() {
+void SyncSession::SetMembers(std::vector<std::string> members) {
   absl::MutexLock l(&mu_);
-  nudged_ = true;
+  const bool changed = link_.SetMembers(std::move(members));
+  members_set_ = true;
+  if (changed && ctx_ != nullptr) ctx_->TryCancel();  // a new hello
+}
+
+std::optional<engine::Decision> SyncSession::Admit(
+    const engine::AdmitInput& in, absl::BitGenRef rng) {
+  absl::MutexLock l(&mu_);
+  return link_.Admit(in, Now(), rng);
+}
+
+std::optional<engine::Decision> SyncSession::Report(
+    const engine::ReportInput& in) {
+  absl::MutexLock l(&mu_);
+  return link_.Report(in, Now());
+}
+
+bool SyncSession::LocalOk(absl::string_view key, absl::Time now) const {
+  absl::MutexLock l(&mu_);
+  return link_.LocalOk(key, now);
+}
+
+bool SyncSession::StandsInFor(absl::string_view member) const {
+  absl::MutexLock l(&mu_);
+  return link_.StandsInFor(member);
+}
+
+std::optional<lease::NotClearEntry> SyncSession::Covering(
+    absl::string_view key) const {
+  absl::MutexLock l(&mu_);
+  return link_.Covering(key);
+}
+
+lease::AgentLink::Status SyncSession::status() const {
+  absl::MutexLock l(&mu_);
+  return link_.status(Now());
+}
+
+lease::AgentLink::EntryPage SyncSession::ListEntries(absl::string_view after,
+                                                    size_t max) const {
+  absl::MutexLock l(&mu_);
+  return link_.ListEntries(after, max);
 }
 
 bool SyncSession::FlushFor(absl::string_view endpoint,
                            absl::Duration timeout) {
   absl::MutexLock l(&mu_);
-  // Numbered and queued under the lock, so reports go out in seq order.
-  std::optional<lease::CountReport> r = book_.TakeCountsFor(endpoint);
-  if (!r.has_value()) return true;
-  const uint64_t seq = r->seq;
-  if (!connected()) return false;  // kept unacked: re-sent on reconnect
-  urgent_.push_back(*std::move(r));
+  // Counts kept while the stream is down go with the next report on it.
+  std::optional<lease::Up> up = link_.FlushFor(endpoint, Now());
+  if (!up.has_value()) return true;
+  const uint64_t seq = up->counts->seq;
+  urgent_.push_back(*std::move(up));
   const auto applied = [this, seq]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return applied_ >= seq || broken_ || stop_;
+    return link_.Applied(seq) || broken_ || stop_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&applied), timeout);
-  return applied_ >= seq;
+  return link_.Applied(seq);
 }
 
 void SyncSession::Run() {
@@ -213,30 +256,31 @@ void SyncSession::Run() {
 void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
   grpc::ClientContext ctx;
   ctx.set_wait_for_ready(false);
-  std::vector<lease::CountReport> resend;
+  std::vector<lease::Up> first;
   {
     absl::MutexLock l(&mu_);
+    const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || members_set_;
+    };
+    mu_.Await(absl::Condition(&ready));
     if (stop_) return;
     ctx_ = &ctx;
     broken_ = false;
-    urgent_.clear();  // every unacked report is re-sent below
-    resend = book_.Unacked();
+    urgent_.clear();  // every report not yet applied is in OnOpen's list
+    first = link_.OnOpen(Now());
   }
   std::unique_ptr<grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>> stream =
       stub->Sync(&ctx);
   std::thread reader([&] { Read(stream.get()); });
   v1::SyncUp up;
-  up.mutable_hello()->set_agent_id(options_.agent_id);
-  up.mutable_hello()->set_incarnation(options_.incarnation);
-  bool ok = stream->Write(up);
-  for (const lease::CountReport& r : resend) {
+  bool ok = true;
+  for (const lease::Up& u : first) {
     up.Clear();
-    wire::ToProto(r, up.mutable_counts());
+    wire::ToProto(u, &up);
     ok = ok && stream->Write(up);
   }
   connected_.store(ok, std::memory_order_relaxed);
-  absl::Time next_flush = absl::Now() + options_.flush_interval;
-  while (ok && NextMessage(&next_flush, &up)) {
+  while (ok && NextMessage(&up)) {
     RunFinished();
     if (up.ByteSizeLong() == 0) continue;
     ok = stream->Write(up);
@@ -249,6 +293,7 @@ void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
     absl::MutexLock l(&mu_);
     ctx_ = nullptr;
     connected_.store(false, std::memory_order_relaxed);
+    link_.OnBroken();
     EndAllHeld(stop_ ? absl::CancelledError("the client is closing")
                      : absl::UnavailableError(
                            "the stream to the coordinator broke"));
@@ -260,21 +305,14 @@ void SyncSession::Read(
     grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>* stream) {
   v1::SyncDown down;
   while (stream->Read(&down)) {
-    const absl::Time now = options_.clock->Now();
+    absl::StatusOr<lease::Down> in = wire::FromProto(down);
     {
       absl::MutexLock l(&mu_);
-      if (down.applied_seq() != 0) {
-        applied_ = std::max(applied_, down.applied_seq());
-        book_.OnApplied(down.applied_seq());
-      }
-      for (const v1::LeaseGrant& g : down.grants()) {
-        absl::StatusOr<lease::LeaseGrant> grant = wire::FromProto(g);
-        if (grant.ok()) book_.OnGrant(*grant, now);
-      }
-      for (const v1::LeaseRevoke& r : down.revokes()) {
-        book_.OnRevoke(wire::FromProto(r));
-        nudged_ = true;  // acknowledge soon
-      }
+      // A message this client cannot read ends the stream (the writer
+      // sees broken_): the next one starts from a snapshot.
+      if (!in.ok()) break;
+      link_.OnDown(*in, Now());
+      nudged_ = true;  // something may be due sooner (an acknowledgement)
       for (const v1::HeldAnswer& a : down.answers()) Answer(a);
     }
     if (down.answers_size() > 0) RunFinished();
@@ -283,44 +321,38 @@ void SyncSession::Read(
   broken_ = true;
 }
 
-bool SyncSession::NextMessage(absl::Time* next_flush, v1::SyncUp* up) {
+bool SyncSession::NextMessage(v1::SyncUp* up) {
   up->Clear();
   absl::MutexLock l(&mu_);
   while (true) {
     if (stop_ || broken_) return false;
     if (!urgent_.empty()) {
-      wire::ToProto(urgent_.front(), up->mutable_counts());
+      wire::ToProto(urgent_.front(), up);
       urgent_.pop_front();
       return true;
     }
-    const absl::Time now = absl::Now();
     // Held calls go at once (with nothing to send, the `done`s due).
-    if (FillHeld(now, up) || !finished_.empty()) return true;
-    const bool flush = now >= *next_flush;
-    if (flush || nudged_) {
+    if (FillHeld(absl::Now(), up) || !finished_.empty()) {
       nudged_ = false;
-      if (flush) *next_flush = now + options_.flush_interval;
-      lease::LeaseBook::Outgoing out =
-          book_.TakeOutgoing(options_.clock->Now(), flush);
-      if (!out.empty()) {
-        Fill(out, up);
-        return true;
-      }
-      // A nudge just handled: coalesce the next ones over kNudge.
-      mu_.AwaitWithTimeout(absl::Condition(+[](bool* b) { return *b; },
-                                           &stop_),
-                           std::min(kNudge, *next_flush - now));
-      continue;
+      return true;
+    }
+    if (std::optional<lease::Up> u = link_.Poll(Now())) {
+      wire::ToProto(*u, up);
+      return true;
     }
     const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stop_ || broken_ || nudged_ || !urgent_.empty() ||
              !holds_out_.empty() || !drops_out_.empty() ||
              !returns_out_.empty() || !finished_.empty();
     };
-    const absl::Time wake =
-        give_ups_.empty() ? *next_flush
-                          : std::min(*next_flush, give_ups_.begin()->first);
-    mu_.AwaitWithDeadline(absl::Condition(&due), wake);
+    // The link's next due time is on its own clock; wait that long.
+    absl::Duration wait =
+        std::max(absl::ZeroDuration(), link_.NextPoll() - Now());
+    if (!give_ups_.empty()) {
+      wait = std::min(wait, give_ups_.begin()->first - absl::Now());
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&due), std::max(wait, absl::ZeroDuration()));
+    nudged_ = false;
   }
 }
 

@@ -1,18 +1,23 @@
 // SyncSession: one client's lease stream to one coordinator replica
-// (proto/stagger/v1/sync.proto), and the LeaseBook it keeps
-// (core/lease/lease_book.h). stagger-agent and a C++ client with
-// ClientOptions::leases run the same code.
+// (proto/stagger/v1/sync.proto, protocol 2): gRPC and threads around the
+// plain protocol code of core/lease/agent_link.h, which decides everything.
+// stagger-agent and a C++ client with ClientOptions::leases run the same
+// code.
 //
-//   * A writer thread keeps a stream open: the hello first, then the
-//     counts the replica has not acknowledged (after a reconnect: re-sent,
-//     never lost), then every flush_interval the book's counts, asks and
-//     acknowledgements; asks and acks go out within kNudge of being due.
-//   * A reader thread applies what comes down: applied_seq, grants,
-//     revokes (each acknowledged with the next message).
-//   * FlushFor(endpoint, timeout): sends that endpoint's pending counts at
-//     once and waits, at most `timeout`, until the replica has applied
-//     them; called before a failure report is forwarded, so the replica
-//     learns the successes before the failure.
+//   * A writer thread keeps a stream open: AgentLink::OnOpen's messages
+//     first (the hello, then every count report not yet applied), then
+//     whatever AgentLink::Poll says is due (every flush_interval; within
+//     AgentLink::kNudge of a change the replica waits to hear acknowledged),
+//     and FlushFor's counts at once.
+//   * A reader thread hands every message down to the link (the set's
+//     snapshot and deltas, renewals, applied counts) and answers held calls.
+//   * Admit / Report: the link's local answer, or nullopt (ask the
+//     coordinator). LocalOk / StandsInFor: what the client's rule for local
+//     answers reads (lease::MayAnswerLocally).
+//   * FlushFor(endpoint, timeout): that endpoint's counts go at once, and the
+//     call waits (at most `timeout`) until the replica applied them; called
+//     before a failure report is forwarded, so the replica learns the
+//     successes before the failure.
 //   * Hold(request, done): a waiting Admit handed to the replica over the
 //     stream (sync.proto, "Held calls"); the replica answers it once.
 //     `done` gets that answer; UNAVAILABLE if the stream broke first, or
@@ -23,9 +28,8 @@
 //     a delivery go is sent back (SyncUp.returns), so a probe goes on to
 //     the next waiter.
 //   * A broken stream is reopened with jittered backoff (kMinBackoff
-//     doubling to max_backoff). Meanwhile the book keeps its leases until
-//     they run out, and its counts; calls go to the coordinator or, if it
-//     is away too, to the client's fallback.
+//     doubling to max_backoff). Meanwhile the link keeps its lease until it
+//     ends, its copy of the set, and its counts.
 // Thread-safe. The channel must outlive the session.
 #ifndef STAGGER_CLIENT_INTERNAL_SYNC_SESSION_H_
 #define STAGGER_CLIENT_INTERNAL_SYNC_SESSION_H_
@@ -49,14 +53,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/engine/clock.h"
-#include "core/lease/lease_book.h"
+#include "core/lease/agent_link.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "stagger/v1/sync.grpc.pb.h"
 
 namespace stagger::client {
 
-class SyncSession {
+class SyncSession final : public lease::LinkView {
  public:
   static constexpr absl::Duration kNudge = absl::Milliseconds(5);
   static constexpr absl::Duration kMinBackoff = absl::Milliseconds(100);
@@ -64,19 +68,34 @@ class SyncSession {
   struct Options {
     std::string agent_id;      // 1..256 bytes
     uint64_t incarnation = 0;  // != 0
+    std::vector<std::string> members;  // the client's members, by name
     absl::Duration flush_interval = absl::Milliseconds(500);
     absl::Duration max_backoff = absl::Seconds(1);
-    const engine::Clock* clock = nullptr;  // the book's time
+    // The lease's clock: monotonic (engine::MonotonicClock in production).
+    const engine::Clock* clock = nullptr;
   };
   SyncSession(std::shared_ptr<grpc::Channel> channel, Options options);
   ~SyncSession();  // ends the stream and joins the threads
   SyncSession(const SyncSession&) = delete;
   SyncSession& operator=(const SyncSession&) = delete;
 
-  lease::LeaseBook& book() { return book_; }
-  const lease::LeaseBook& book() const { return book_; }
   const Options& options() const { return options_; }
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
+  // The members the client routes over (its hello names them). The first
+  // stream waits for them; a change reopens the stream.
+  void SetMembers(std::vector<std::string> members);
+
+  std::optional<engine::Decision> Admit(const engine::AdmitInput& in,
+                                        absl::BitGenRef rng);
+  std::optional<engine::Decision> Report(const engine::ReportInput& in);
+  bool LocalOk(absl::string_view key, absl::Time now) const override;
+  bool StandsInFor(absl::string_view member) const override;
+  // The entry of the replica's set covering `key` (a fallback keeps to it).
+  std::optional<lease::NotClearEntry> Covering(absl::string_view key) const;
+  lease::AgentLink::Status status() const;
+  lease::AgentLink::EntryPage ListEntries(absl::string_view after,
+                                         size_t max) const;
+  absl::Time Now() const { return options_.clock->Now(); }
   bool FlushFor(absl::string_view endpoint, absl::Duration timeout);
 
   static constexpr absl::Duration kHeldGrace = absl::Seconds(2);
@@ -85,8 +104,6 @@ class SyncSession {
   std::optional<uint64_t> Hold(v1::AdmitRequest request, HeldDone done);
   void Drop(uint64_t id);
   int64_t held() const;
-  // Something is due (a first attempt without a lease): send soon.
-  void Nudge();
 
   // For metrics.
   int64_t flushes() const { return flushes_.load(std::memory_order_relaxed); }
@@ -99,9 +116,9 @@ class SyncSession {
   // One stream, from hello to break (or stop).
   void Stream(std::unique_ptr<v1::AgentSync::Stub>& stub);
   void Read(grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>* stream);
-  // The next message due now, if any (blocks until one is, or the stream
-  // broke, or stop). False: stop writing.
-  bool NextMessage(absl::Time* next_flush, v1::SyncUp* up);
+  // The next message due, blocking until one is (or the stream broke, or
+  // stop). False: stop writing.
+  bool NextMessage(v1::SyncUp* up);
   // Held calls: what goes up next (holds, drops, returns; false: nothing),
   // and the calls that ran out of time.
   bool FillHeld(absl::Time now, v1::SyncUp* up)
@@ -125,7 +142,6 @@ class SyncSession {
 
   const std::shared_ptr<grpc::Channel> channel_;
   const Options options_;
-  lease::LeaseBook book_;
   std::atomic<bool> connected_{false};
   std::atomic<int64_t> flushes_{0};
   std::atomic<int64_t> reconnects_{0};
@@ -133,9 +149,10 @@ class SyncSession {
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // the current stream ended
-  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<lease::CountReport> urgent_ ABSL_GUARDED_BY(mu_);
-  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;   // held calls to send, or done
+  bool members_set_ ABSL_GUARDED_BY(mu_) = false;
+  lease::AgentLink link_ ABSL_GUARDED_BY(mu_);
+  std::deque<lease::Up> urgent_ ABSL_GUARDED_BY(mu_);  // FlushFor's
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel
   uint64_t next_held_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Held> held_ ABSL_GUARDED_BY(mu_);

@@ -20,8 +20,12 @@ absl::StatusOr<Positional> ParseArgs(int argc, char** argv) {
       only_positional = true;
       continue;
     }
-    if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
+    if (arg == "--help" || arg == "-h") {
       out.help = true;
+      continue;
+    }
+    if (arg == "--helpfull") {
+      out.helpfull = true;
       continue;
     }
     absl::string_view body = arg.substr(absl::StartsWith(arg, "--") ? 2 : 1);

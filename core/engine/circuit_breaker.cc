@@ -56,9 +56,10 @@ void CircuitBreaker::Count(const BreakerParams& p, absl::Time now,
 }
 
 BreakerTransition CircuitBreaker::Trip(const BreakerParams& p, absl::Time now,
-                                       absl::BitGenRef rng) {
+                                       absl::BitGenRef rng, OpenCause cause) {
   const BreakerState from = state_;
-  trips_ = static_cast<uint8_t>(std::min<int>(trips_ + 1, 60));
+  cause_ = static_cast<uint8_t>(static_cast<uint8_t>(cause) - 1) & 3;
+  trips_ = static_cast<uint8_t>(std::min<int>(trips_ + 1, kMaxTrips));
   const double base = absl::ToDoubleSeconds(p.open_base);
   const double max = absl::ToDoubleSeconds(p.open_max);
   const double nominal = std::min(max, std::ldexp(base, trips_ - 1));
@@ -76,6 +77,7 @@ CircuitBreaker::MaybeTransition CircuitBreaker::ForceOpen(absl::Time until) {
   const BreakerState from = state_;
   time_ns_ = absl::ToUnixNanos(until);
   state_ = BreakerState::kOpen;
+  cause_ = static_cast<uint8_t>(OpenCause::kOperator) - 1;
   consecutive_failures_ = 0;
   probes_in_flight_ = 0;
   probe_successes_ = 0;
@@ -100,13 +102,14 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnFailure(
       return std::nullopt;
     case BreakerState::kHalfOpen:
       // A probe failed: the endpoint is still down.
-      return Trip(p, now, rng);
+      return Trip(p, now, rng, OpenCause::kProbeFailed);
     case BreakerState::kClosed:
       break;
   }
   if (consecutive_failures_ < std::numeric_limits<uint32_t>::max()) {
     ++consecutive_failures_;
   }
+  time_ns_ = absl::ToUnixNanos(now);  // CLOSED: the last failure
   Count(p, now, /*failure=*/true);
   const Counts sum = window_.Sum();
   const bool by_count =
@@ -114,7 +117,8 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnFailure(
   const bool by_ratio =
       sum.attempts >= static_cast<uint32_t>(p.min_throughput) &&
       sum.failures >= p.failure_ratio * sum.attempts;
-  if (by_count || by_ratio) return Trip(p, now, rng);
+  if (by_count) return Trip(p, now, rng, OpenCause::kConsecutiveFailures);
+  if (by_ratio) return Trip(p, now, rng, OpenCause::kFailureRatio);
   return std::nullopt;
 }
 
@@ -143,21 +147,25 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
   return std::nullopt;
 }
 
-void CircuitBreaker::CountLateAnswers(const BreakerParams& p, absl::Time now,
-                                      absl::Time at, uint32_t n) {
-  if (!p.enabled || state_ != BreakerState::kClosed || n == 0) return;
-  consecutive_failures_ = 0;
+bool CircuitBreaker::CountLateAnswers(const BreakerParams& p, absl::Time now,
+                                      absl::Time at, absl::Time last,
+                                      uint32_t n) {
+  if (!p.enabled || state_ != BreakerState::kClosed || n == 0) return false;
+  // Only an answer after the last failure ends its run of failures.
+  const bool ended = absl::ToUnixNanos(last) > time_ns_;
+  if (ended) consecutive_failures_ = 0;
   const int64_t slot_ns =
       std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
   window_.Advance(absl::ToUnixNanos(now) / slot_ns);
   Counts* c = window_.At(absl::ToUnixNanos(std::min(at, now)) / slot_ns);
-  if (c == nullptr) return;  // older than the window
+  if (c == nullptr) return ended;  // older than the window
   const uint32_t room = std::numeric_limits<uint32_t>::max() - c->attempts;
   if (n > room) {  // saturated: halve both, which keeps the ratio
     c->attempts /= 2;
     c->failures /= 2;
   }
   c->attempts += std::min(n, std::numeric_limits<uint32_t>::max() - c->attempts);
+  return ended;
 }
 
 double CircuitBreaker::TripShare(const BreakerParams& p, absl::Time now) {
@@ -232,7 +240,7 @@ void CircuitBreaker::Restore(const BreakerRecord& r, const BreakerParams& p) {
       std::min<uint32_t>(r.probes_in_flight, UINT16_MAX));
   probe_successes_ = static_cast<uint16_t>(
       std::min<uint32_t>(r.probe_successes, UINT16_MAX));
-  trips_ = static_cast<uint8_t>(std::min<uint32_t>(r.trips, 60));
+  trips_ = static_cast<uint8_t>(std::min<uint32_t>(r.trips, kMaxTrips));
   window_.Restore<&Counts::attempts, &Counts::failures>(r.window,
                                                         BreakerSlotNs(p));
 }

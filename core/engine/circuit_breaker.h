@@ -33,6 +33,9 @@ namespace stagger::engine {
 class CircuitBreaker {
  public:
   static constexpr int kSlots = 5;
+  static constexpr int kMaxTrips = 60;  // counted up to this (6 bits)
+
+  CircuitBreaker() : trips_(0), cause_(0) {}
   using MaybeTransition = std::optional<BreakerTransition>;
 
   BreakerState state() const { return state_; }
@@ -42,6 +45,11 @@ class CircuitBreaker {
   int consecutive_failures() const { return consecutive_failures_; }
   int probes_in_flight() const { return probes_in_flight_; }
   int probe_successes() const { return probe_successes_; }
+  // OPEN: why it opened (kNone in the other states, or once restored).
+  OpenCause open_cause() const {
+    return state_ == BreakerState::kOpen ? static_cast<OpenCause>(cause_ + 1)
+                                         : OpenCause::kNone;
+  }
 
   // The state as a read at `now` would see it (OPEN past its time reads as
   // HALF_OPEN), without changing anything.
@@ -58,11 +66,14 @@ class CircuitBreaker {
   MaybeTransition OnAnswer(const BreakerParams& p, absl::Time now,
                            bool probe = true);
   // CLOSED: `n` answers at `at` (<= now) reported late (a lease holder's
-  // counts): they reset the consecutive failures and count in the window
-  // if it still holds at's slot. Nothing in the other states: they are
-  // traffic, never probes.
-  void CountLateAnswers(const BreakerParams& p, absl::Time now, absl::Time at,
-                        uint32_t n);
+  // counts), the last of them at `last` (at <= last <= now). They count in
+  // the window if it still holds at's slot. They end the run of
+  // consecutive failures only if `last` came after its last failure: a
+  // late count never undoes a failure that came after it. Nothing in the
+  // other states: they are traffic, never probes. Returns whether they
+  // ended the run (the caller resets what a success resets).
+  bool CountLateAnswers(const BreakerParams& p, absl::Time now, absl::Time at,
+                        absl::Time last, uint32_t n);
   // CLOSED: how near a trip the endpoint is, as the larger of its
   // consecutive failures over the count threshold and its window's
   // failures over what the ratio threshold would trip on (counted against
@@ -104,10 +115,11 @@ class CircuitBreaker {
   // CLOSED with everything forgotten but the half-open generation.
   void Forget();
   BreakerTransition Trip(const BreakerParams& p, absl::Time now,
-                         absl::BitGenRef rng);
+                         absl::BitGenRef rng, OpenCause cause);
 
   // OPEN: when it half-opens. HALF_OPEN: the latest probe admission (see
-  // ProbeSlotFree). Never both at once, so one field: 8 bytes less in every
+  // ProbeSlotFree). CLOSED: the last failure counted (0: none since it
+  // closed). One state at a time, so one field: 16 bytes less in every
   // tracked endpoint.
   int64_t time_ns_ = 0;
   uint32_t consecutive_failures_ = 0;
@@ -115,7 +127,10 @@ class CircuitBreaker {
   uint16_t probe_successes_ = 0;
   uint16_t generation_ = 0;
   BreakerState state_ = BreakerState::kClosed;
-  uint8_t trips_ = 0;
+  // Trips (<= kMaxTrips) and why the last one opened, in one byte: every
+  // tracked endpoint has a breaker.
+  uint8_t trips_ : 6;
+  uint8_t cause_ : 2;  // OpenCause - 1 (kConsecutiveFailures .. kOperator)
   SlidingWindow<Counts, kSlots> window_;
 };
 

@@ -3,6 +3,8 @@
 #ifndef STAGGER_CORE_ENGINE_CLOCK_H_
 #define STAGGER_CORE_ENGINE_CLOCK_H_
 
+#include <chrono>
+
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -24,6 +26,21 @@ class RealClock final : public Clock {
     return clock;
   }
   absl::Time Now() const override { return absl::Now(); }
+};
+
+// The process's monotonic clock as an absl::Time: never steps, never goes
+// back; only differences between its readings mean anything (the lease
+// protocol measures its leases on it). Use MonotonicClock::Instance().
+class MonotonicClock final : public Clock {
+ public:
+  static MonotonicClock* Instance() {
+    static MonotonicClock* clock = new MonotonicClock;
+    return clock;
+  }
+  absl::Time Now() const override {
+    return absl::UnixEpoch() +
+           absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+  }
 };
 
 }  // namespace stagger::engine

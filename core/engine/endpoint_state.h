@@ -28,6 +28,11 @@ namespace stagger::engine {
 struct EndpointRelease {
   CapacityEstimator capacity;
   ReleasePacer pacer;
+  // Since when the breaker has been away from CLOSED (0: it is CLOSED);
+  // what the policy's disable.after_unavailable trigger measures
+  // (endpoint_lifecycle.h). Here, not in every endpoint: an endpoint's
+  // release side exists whenever its breaker is not CLOSED.
+  int64_t unavailable_since_ns = 0;
 };
 
 // With a 51-byte key one state is one 224-byte malloc chunk, plus 9 bytes
@@ -50,8 +55,18 @@ struct EndpointState {
   CircuitBreaker breaker;
   RetryBudget budget;
   ServedRate served;
-  char key_head[4] = {};  // the key's first bytes; the rest follow
+  // The condition last reported to the engine's ConditionSink
+  // (endpoint_condition.h: EndpointCondition::Pack, 6 bits; 0 is clear).
+  uint8_t reported_condition : 6;
+  // Disabled (disable_table.h holds since when, why, by whom): every
+  // Admit is GIVE_UP(ENDPOINT_DISABLED); never evicted while set.
+  uint8_t disabled : 1;
+  // The engine's DisableTable may hold permanent failures counted for it
+  // (the disable.permanent_failures trigger): a success forgets them.
+  uint8_t counting_strikes : 1;
+  char key_head[3] = {};  // the key's first bytes; the rest follow
 
+  EndpointState() : reported_condition(0), disabled(0), counting_strikes(0) {}
   absl::string_view key() const { return {key_head, key_size}; }
 
   // A tracked endpoint's state, holding a copy of `key` (<= 65535 bytes).
@@ -62,7 +77,7 @@ struct EndpointState {
 
 // Counted against the <= 256 B/endpoint target (bench/endpoint_memory).
 static_assert(sizeof(EndpointState) <= 256, "EndpointState grew");
-// One 224-byte chunk with a 51-byte key needs sizeof + 47 <= 216.
+// One 224-byte chunk with a 51-byte key needs sizeof + 48 <= 216.
 static_assert(sizeof(EndpointState) <= 168, "EndpointState grew past 168 B");
 static_assert(kMaxOverrides <= 32767, "policy_index is 16 bits");
 

@@ -8,7 +8,8 @@
 //    endpoints (at most once per second per shard); if the table is still
 //    full it is decided from a fresh scratch state that is not stored
 //    ("untracked").
-//  - EvictIdle() drops endpoints idle longer than limits.idle_eviction;
+//  - EvictIdle() drops endpoints idle longer than limits.idle_eviction
+//    (never a disabled one: EndpointState::disabled);
 //    Erase() drops one on an operator's request (Admin/ResetEndpoint).
 //  - Counters (tracked, evicted, endpoints per breaker state) are atomics,
 //    read without locks (Stats()); decisions report breaker transitions of
@@ -37,6 +38,7 @@
 #include "absl/time/time.h"
 #include "core/engine/compiled_config.h"
 #include "core/engine/decision.h"
+#include "core/engine/endpoint_condition.h"
 #include "core/engine/endpoint_state.h"
 #include "core/engine/inspection.h"
 
@@ -78,8 +80,14 @@ class EndpointTable {
   bool WithTrackedMutable(absl::string_view key, Fn fn);
 
   // Forgets `key`'s state, as eviction does (not counted as evicted);
-  // false if it is not tracked.
-  bool Erase(absl::string_view key);
+  // false if it is not tracked. A disabled endpoint stays tracked: a fresh
+  // state that keeps only the disable takes its place, under the same lock
+  // (so no decision sees it enabled).
+  bool Erase(absl::string_view key, absl::Time now);
+
+  // Told (ReportForgotten) about every state Erase or eviction drops whose
+  // last reported condition was not clear. Set before use; null: none.
+  void set_condition_sink(ConditionSink* sink) { condition_sink_ = sink; }
 
   // Calls `fn` on every tracked state, one shard at a time under its lock.
   void Visit(absl::FunctionRef<void(const EndpointState&)> fn) const;
@@ -170,6 +178,7 @@ class EndpointTable {
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> tracked_{0};
   std::atomic<int64_t> evicted_total_{0};
+  ConditionSink* condition_sink_ = nullptr;
   std::array<std::atomic<int64_t>, kNumBreakerStates + 1> by_state_{};
 };
 

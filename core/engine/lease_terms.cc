@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/engine/endpoint_condition.h"
+
 namespace stagger::engine {
 
 LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,
@@ -11,13 +13,7 @@ LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,
   t.served_per_second =
       std::max(st.served.PerSecond(now),
                st.budget.FirstAttemptsPerSecond(p.budget, now));
-  const bool releasing =
-      st.release != nullptr && st.release->pacer.Releasing(now);
-  t.clear = !paused && !releasing &&
-            st.breaker.StateAt(now) == BreakerState::kClosed &&
-            st.retry_after_until_ns <= absl::ToUnixNanos(now) &&
-            (!p.breaker.enabled ||
-             st.breaker.TripShare(p.breaker, now) < kLeaseFailureShare);
+  t.clear = !paused && ConditionOf(st, p, now).clear();
   return t;
 }
 
@@ -28,10 +24,27 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
     st.budget.RecordFirstAttempts(p.budget, now, at, counts.first_attempts);
   }
   if (counts.successes > 0) {
-    st.breaker.CountLateAnswers(p.breaker, now, at, counts.successes);
+    // Not last_success: counts are never evidence of recovery on their
+    // own (a waiting call goes on a recovery: LastEvidence, decision_path.h).
+    // A success stamped after `now` came before a step back of this clock:
+    // its order with the failures since is unknown, so it ends no run.
+    const absl::Time last =
+        counts.last_success > now ? absl::InfinitePast()
+        : counts.last_success == absl::InfinitePast()
+            ? at
+            : std::max(counts.last_success, at);
+    // Successes after the last failure end its run, and with it the
+    // fleet's decorrelated backoff grown from those failures (a success
+    // reported then would reset it too: decision_path.cc). Else an
+    // endpoint whose successes are all answered by agents would see its
+    // retries' backoff climb to the cap on sparse failures.
+    if (st.breaker.CountLateAnswers(p.breaker, now, at, last,
+                                    counts.successes)) {
+      st.previous_delay_ns = 0;
+    }
+    // Not last_success: counts are never evidence of recovery on their
+    // own (a waiting call goes on a recovery: LastEvidence, decision_path.h).
     st.served.OnSuccesses(at, counts.successes);
-    st.last_success_ns =
-        std::max(st.last_success_ns, absl::ToUnixNanos(at));
   }
 }
 

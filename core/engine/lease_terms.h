@@ -2,20 +2,18 @@
 // whether it is clear for a lease and on what terms, and how counts that a
 // lease holder reports late are learned.
 //
-// Clear (ClearForLease) means nothing about the endpoint needs the fleet's
-// central view: its breaker is CLOSED, no Retry-After window runs, no
-// operator's pause covers it, no release of parked deliveries is running,
-// and its recent failures are below kLeaseFailureShare of both breaker trip
-// thresholds (consecutive failures, and the failure ratio over the window
-// counted against at least min_throughput attempts). An endpoint failing
-// toward a trip is decided centrally, so a trip leaks as little as
-// possible. A disabled breaker only needs the other conditions.
+// Clear means nothing about the endpoint needs the fleet's central view:
+// its condition is clear (endpoint_condition.h) and no operator's pause
+// covers it.
 //
 // Late counts (ApplyLateCounts) are learned at the time they happened, as
-// today's decisions would have learned them: first attempts fund the retry
-// budget in their slot of its window, successes count in the breaker's
+// today's decisions would have learned them. First attempts fund the retry
+// budget in their slot of its window. Successes count in the breaker's
 // window (CLOSED only: in other states they are traffic, never probes) and
-// in the served rate. Counts older than a window are outside it already.
+// in the served rate. Successes end a run of failures only if they came
+// after its last failure, and then reset the decorrelated backoff state as
+// a reported success does. Counts are never evidence of recovery for a
+// waiting call. Counts older than a window are outside it already.
 // Runs under the endpoint's shard lock (Engine calls these).
 #ifndef STAGGER_CORE_ENGINE_LEASE_TERMS_H_
 #define STAGGER_CORE_ENGINE_LEASE_TERMS_H_
@@ -27,9 +25,6 @@
 #include "core/engine/engine_config.h"
 
 namespace stagger::engine {
-
-// Failures must stay below this share of a trip threshold for a lease.
-inline constexpr double kLeaseFailureShare = 0.5;
 
 struct LeaseTerms {
   bool clear = false;
@@ -46,6 +41,10 @@ struct LateCounts {
   absl::Time at;  // the bucket's start
   uint32_t first_attempts = 0;
   uint32_t successes = 0;
+  // When the bucket's last success happened (InfinitePast: not known; the
+  // bucket's start is taken). A run of failures ends only on a success
+  // after its last failure.
+  absl::Time last_success = absl::InfinitePast();
 };
 
 LeaseTerms TermsFor(EndpointState& st, const PolicyParams& p, absl::Time now,

@@ -26,6 +26,7 @@
 #define STAGGER_CORE_ENGINE_PAUSE_TABLE_H_
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ struct Pause {
   absl::Time until = absl::InfinitePast();
   std::string reason;
   std::string paused_by;  // caller identity
+  // Names the pause to watchers (stagger.v1.Pause.pause_id): the Admin
+  // request's operation id, the same on every replica an operator's
+  // command reached. Empty: none given.
+  std::string id;
+  // Remove(): who ended it (its `by`); empty otherwise.
+  std::string ended_by;
 };
 
 class PauseTable {
@@ -58,15 +65,23 @@ class PauseTable {
   // The pause as stored (since = now, until = now + duration).
   absl::StatusOr<Pause> Set(std::string target, bool prefix,
                             absl::Duration duration, std::string reason,
-                            std::string paused_by, absl::Time now);
+                            std::string paused_by, absl::Time now,
+                            std::string id = "");
   // A pause as saved by another process (server/state/): its own `since`
   // and `until`. Refused as Set() refuses (target, reason, a span over
   // kMaxPauseDuration, kMaxPauses); FailedPrecondition if it has ended by
   // `now` (then it is not kept).
   absl::Status Restore(Pause pause, absl::Time now);
-  // The pause that was ended.
+  // The pause that was ended (its ended_by = `by`, the caller).
   absl::StatusOr<Pause> Remove(absl::string_view target, bool prefix,
-                               absl::Time now);
+                               absl::Time now, std::string by = "");
+
+  // Told of every pause stored (Set, Restore) and removed (Remove), after
+  // the table changed and outside its lock. A pause that runs out is not
+  // told: it ends at its `until`. Set before use; must not call back into
+  // the table's writers.
+  using Listener = std::function<void(const Pause& pause, bool removed)>;
+  void set_listener(Listener l) { listener_ = std::move(l); }
 
   absl::Time PausedUntil(absl::string_view key, absl::Time now) const;
   std::optional<Pause> Find(absl::string_view key, absl::Time now) const;
@@ -76,11 +91,14 @@ class PauseTable {
  private:
   // Stores `p` (replacing the target's pause), unless the table is full.
   absl::Status Insert(Pause p, absl::Time now);
+  absl::StatusOr<Pause> RemoveLocked(absl::string_view target, bool prefix,
+                                     absl::Time now);
   void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Pause* FindLocked(absl::string_view key, absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Recount() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  Listener listener_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Pause> keys_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Pause> prefixes_ ABSL_GUARDED_BY(mu_);

@@ -65,8 +65,9 @@ enum class LabelSet : uint8_t {
   kAdminAction,       // pause | resume | reset | force_breaker
   kClientErrorCode,   // gRPC status code names the client counts
   kDirection,         // in | out
+  kDisableTrigger,    // operator | unavailable | permanent_failures
 };
-inline constexpr int kNumLabelSets = 14;
+inline constexpr int kNumLabelSets = 15;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -96,13 +97,17 @@ inline constexpr std::array<const char*, 5> kStateLoadFailureLabels = {
     "missing", "unreadable", "truncated", "corrupt", "incompatible_version"};
 // stagger_authz_denied_total{service}: the services staggerd serves, then
 // "other" (kAuthzServiceLabels.back()) for any other method path.
-inline constexpr std::array<const char*, 4> kAuthzServiceLabels = {
+inline constexpr std::array<const char*, 5> kAuthzServiceLabels = {
     "stagger.v1.RetryCoordinator", "stagger.v1.Admin",
-    "grpc.health.v1.Health", "other"};
+    "stagger.v1.EndpointWatch", "grpc.health.v1.Health", "other"};
 inline constexpr std::array<const char*, 2> kDenyCauseLabels = {
     "deny_rule", "no_allow_rule"};
-inline constexpr std::array<const char*, 4> kAdminActionLabels = {
-    "pause", "resume", "reset", "force_breaker"};
+inline constexpr std::array<const char*, 6> kAdminActionLabels = {
+    "pause", "resume", "reset", "force_breaker", "disable", "enable"};
+// stagger_endpoint_disables_total{trigger}: engine::DisableTrigger 1..3,
+// in order.
+inline constexpr std::array<const char*, 3> kDisableTriggerLabels = {
+    "operator", "unavailable", "permanent_failures"};
 // Index 0 is in (received), 1 out (sent).
 inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
 // gRPC status code names by code number (grpc::StatusCode 0..16).
@@ -144,7 +149,7 @@ enum class MetricId : uint8_t {
   kMisroutedRequests,
   kSyncMessages,
   kLeaseGrants,
-  kLeaseRevocations,
+  kNotClearEntries,
   kLeases,
   kWaitingCalls,
   kWaitingOverflows,
@@ -152,6 +157,11 @@ enum class MetricId : uint8_t {
   kEndpoints,
   kEndpointsTracked,
   kEndpointsEvicted,
+  kEndpointsDisabled,
+  kEndpointDisables,
+  kWatchStreams,
+  kWatchEvents,
+  kWatchResyncs,
   kConfigReloads,
   kStateLoadFailures,
   kStateEndpointsRestored,
@@ -171,7 +181,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 36;
+inline constexpr int kNumMetrics = 41;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -235,15 +245,15 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      "cost per delivery."},
     {MetricId::kLeaseGrants, "stagger_lease_grants_total",
      MetricType::kCounter, Registrar::kServerMetrics, 0, {},
-     "Leases granted or renewed to agents on clear endpoints."},
-    {MetricId::kLeaseRevocations, "stagger_lease_revocations_total",
-     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
-     "Revokes pushed to lease holders when their endpoint left clear (or an "
-     "operator or a reload changed it)."},
+     "Stream leases renewed for agents (every message up asks for one)."},
+    {MetricId::kNotClearEntries, "stagger_not_clear_entries",
+     MetricType::kGauge, Registrar::kServerMetrics, 0, {},
+     "Entries of this replica's not-clear set, which agents decide centrally: "
+     "endpoints, prefix pauses, members stood in for (updated every second)."},
     {MetricId::kLeases, "stagger_leases", MetricType::kGauge,
      Registrar::kServerMetrics, 0, {},
-     "Leases this replica has granted that may still be live (updated every "
-     "eviction round)."},
+     "Agent streams holding a live lease from this replica (updated every "
+     "second)."},
     {MetricId::kWaitingCalls, "stagger_waiting_calls", MetricType::kGauge,
      Registrar::kServerMetrics, 0, {},
      "Waiting Admits (AdmitRequest.wait) held now, answered when the endpoint "
@@ -268,6 +278,27 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      MetricType::kCounter, Registrar::kServerMetrics, 0, {},
      "Endpoints dropped from the table (idle eviction or a full table), "
      "since the server started."},
+    {MetricId::kEndpointsDisabled, "stagger_endpoints_disabled",
+     MetricType::kGauge, Registrar::kServerMetrics, 0, {},
+     "Endpoints disabled now (every Admit answered GIVE_UP with reason "
+     "ENDPOINT_DISABLED), at scrape time."},
+    {MetricId::kEndpointDisables, "stagger_endpoint_disables_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"trigger", LabelSet::kDisableTrigger}}},
+     "Endpoints disabled since the server started, by trigger: operator "
+     "(Admin/Disable), unavailable (breaker away from CLOSED for "
+     "disable.after_unavailable), permanent_failures."},
+    {MetricId::kWatchStreams, "stagger_watch_streams", MetricType::kGauge,
+     Registrar::kServerMetrics, 0, {},
+     "Watch streams (stagger.v1.EndpointWatch/Watch) open now."},
+    {MetricId::kWatchEvents, "stagger_watch_events_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Events written to this replica's change log (endpoint transitions, "
+     "pauses, disables), whether or not anyone watches."},
+    {MetricId::kWatchResyncs, "stagger_watch_resyncs_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Watchers told they missed events: a token from before a restart, "
+     "past the history, or a watcher that fell behind it."},
     {MetricId::kConfigReloads, "stagger_config_reloads_total",
      MetricType::kCounter, Registrar::kServerMetrics, 1,
      {{{"result", LabelSet::kResult}}},
@@ -333,15 +364,15 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      "coordinator's lease: first attempts (PROCEED) and successes (DONE)."},
     {MetricId::kClientLeases, "stagger_client_leases", MetricType::kGauge,
      Registrar::kClientMetrics, 0, {},
-     "Leases the Stagger client (or stagger-agent) holds now, over all "
-     "coordinator replicas (updated every second)."},
+     "Coordinator replicas whose stream lease the Stagger client (or "
+     "stagger-agent) holds now (updated every second)."},
     {MetricId::kClientSyncStreamsUp, "stagger_client_sync_streams_up",
      MetricType::kGauge, Registrar::kClientMetrics, 0, {},
      "Coordinator replicas the Stagger client's lease stream is connected "
      "to now (updated every second)."},
     {MetricId::kClientSyncFlushes, "stagger_client_sync_flushes_total",
      MetricType::kCounter, Registrar::kClientMetrics, 0, {},
-     "Messages sent on the lease streams (counts, lease asks and "
+     "Messages sent on the lease streams (renewals with counts and "
      "acknowledgements), over all replicas."},
     {MetricId::kClientSyncReconnects, "stagger_client_sync_reconnects_total",
      MetricType::kCounter, Registrar::kClientMetrics, 0, {},

@@ -17,12 +17,13 @@ DecisionServices::DecisionServices(engine::Engine* engine,
                                    security::SecurityMetrics* security_metrics)
     : coordinator_(engine, metrics, engine::RealClock::Instance()),
       admin_(engine, security_metrics, engine::RealClock::Instance(), Log),
-      leases_(engine, options.lease_ttl, options.ownership, metrics) {
+      leases_(engine, options.lease_ttl, options.ownership, metrics,
+              options.attach_leases) {
   if (options.ownership != nullptr) {
     coordinator_.set_ownership(options.ownership);
   }
-  coordinator_.set_lease_hub(&leases_.hub());
-  admin_.set_lease_hub(&leases_.hub());
+  coordinator_.set_before_decision(
+      [this](absl::string_view key) { leases_.StandIn(key); });
   const service::WaitRoom::Answered answered =
       [metrics](const engine::Decision& d) {
         if (metrics != nullptr) {
@@ -38,11 +39,7 @@ DecisionServices::DecisionServices(engine::Engine* engine,
         answered, metrics);
   }
   if (options.max_waiting_calls > 0) coordinator_.set_wait_room(waits_.get());
-  if (waits_ != nullptr) {
-    admin_.set_wait_room(waits_.get());
-    leases_.hub().set_on_successes(
-        [room = waits_.get()](absl::string_view key) { room->Wake(key); });
-  }
+  if (waits_ != nullptr) admin_.set_wait_room(waits_.get());
   // Agents' held calls wait in the same room (answered at once without one).
   service::WaitRoom* agents_room =
       options.max_agent_held_calls > 0 ? waits_.get() : nullptr;

@@ -3,15 +3,16 @@
 // operator's Admin service, leases (stagger.v1.AgentSync, leases.h) and the
 // wait room of waiting Admits (service/wait_room.h). Which events of one
 // reach the others:
-//   * a report: the hub revokes the endpoint's leases if it left clear, and
-//     the room looks at its waiting calls;
-//   * counts of successes from an agent: the room looks at the endpoint;
-//   * an operator's pause, resume, reset or forced breaker: the leases of
-//     what it touched are revoked and its waiting calls looked at;
-//   * a config reload: every lease is revoked (OnConfigReloaded);
-//   * each eviction round: run-out leases are forgotten (EachRound);
+//   * every decision: a key another member owns makes this replica stand
+//     in for that member (leases.h);
+//   * a report: the room looks at the endpoint's waiting calls;
+//   * an operator's pause, resume, reset or forced breaker: the room looks
+//     at the waiting calls of what it touched;
+//   * a config reload: agents get the new policies (OnConfigReloaded);
 //   * the drain, before the port closes: every waiting call is answered and
 //     every lease stream ends (BeforeClose).
+// What leaves clear reaches the agents through the engine's own feed (its
+// conditions and pauses: core/lease/replica_sync.h), not through these.
 // --max_waiting_calls and --max_agent_held_calls are checked with the
 // other flags: 0 (that kind is not held: answered at once) ..
 // kMaxWaitingCalls.
@@ -49,6 +50,9 @@ class DecisionServices {
     int64_t max_waiting_calls = 0;
     int64_t max_agent_held_calls = 0;
     const service::Ownership* ownership = nullptr;  // null: one replica
+    // Connects the lease set to the engine's feeds (leases.h); null: the
+    // set takes them itself.
+    service::SyncHub::Attach attach_leases;
   };
   DecisionServices(engine::Engine* engine, const Options& options,
                    metrics::ServerMetrics* metrics,
@@ -56,8 +60,7 @@ class DecisionServices {
 
   std::vector<grpc::Service*> services();
   service::CoordinatorService& coordinator() { return coordinator_; }
-  void OnConfigReloaded() { leases_.RevokeAll(); }
-  void EachRound() { leases_.Sweep(); }
+  void OnConfigReloaded() { leases_.OnConfigReloaded(); }
   void BeforeClose();
 
  private:

@@ -1,8 +1,33 @@
 #include "server/daemon/leases.h"
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 
 namespace stagger::daemon {
+namespace {
+
+lease::ReplicaSync::Options SyncOptions(absl::Duration ttl,
+                                        const service::Ownership* ownership) {
+  lease::ReplicaSync::Options o;
+  // No leases (0): nothing is granted; probes are held for no lease.
+  o.grant = ttl > absl::ZeroDuration();
+  o.ttl = o.grant ? ttl : absl::Nanoseconds(1);
+  std::random_device rd;
+  do {
+    o.incarnation = (uint64_t{rd()} << 32) | rd();
+  } while (o.incarnation == 0);
+  if (ownership != nullptr) {
+    o.members = ownership->members().names();
+    o.self = ownership->self();
+    o.owner_of = [ownership](absl::string_view key) {
+      return ownership->members().Owner(key);
+    };
+  }
+  return o;
+}
+
+}  // namespace
 
 absl::Status CheckLeaseTtl(absl::Duration ttl) {
   if (ttl == absl::ZeroDuration() ||
@@ -18,26 +43,24 @@ absl::Status CheckLeaseTtl(absl::Duration ttl) {
 
 Leases::Leases(engine::Engine* engine, absl::Duration ttl,
                const service::Ownership* ownership,
-               metrics::ServerMetrics* metrics)
-    : metrics_(metrics),
-      hub_(engine, {ttl}, ownership, engine::RealClock::Instance(), metrics),
+               metrics::ServerMetrics* metrics,
+               service::SyncHub::Attach attach)
+    : engine_(engine),
+      ownership_(ownership),
+      hub_(engine, SyncOptions(ttl, ownership), metrics,
+           engine::MonotonicClock::Instance(), std::move(attach)),
       sync_(&hub_, [metrics](service::SyncService::Direction d) {
         if (metrics != nullptr) {
           metrics->RecordSyncMessage(d == service::SyncService::Direction::kIn);
         }
-      }) {
-  engine->set_probe_hold([this](absl::string_view key, absl::Time now) {
-    return hub_.ProbeHeld(key, now);
-  });
-}
+      }) {}
 
-void Leases::Sweep() {
-  const size_t live = hub_.Sweep();
-  if (metrics_ != nullptr) metrics_->SetLeases(static_cast<int64_t>(live));
-}
+void Leases::OnConfigReloaded() { hub_.sync().OnConfig(engine_->config()); }
 
-void Leases::RevokeAll() {
-  hub_.RevokeIf([](absl::string_view) { return true; });
+void Leases::StandIn(absl::string_view key) {
+  if (ownership_ == nullptr || ownership_->Owns(key)) return;
+  hub_.sync().OnStandIn(
+      ownership_->members().names()[ownership_->members().Owner(key)]);
 }
 
 }  // namespace stagger::daemon

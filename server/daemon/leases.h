@@ -1,27 +1,27 @@
-// Leases: staggerd's lease step (proto/stagger/v1/sync.proto). Builds the
-// LeaseHub (what this replica granted, the agents' streams, revocation) and
-// the AgentSync service that serves those streams, and gives the engine its
-// probe hold (a half-open probe waits while a holder of an older epoch may
-// still admit locally).
+// Leases: staggerd's lease step (proto/stagger/v1/sync.proto, protocol 2).
+// Builds the SyncHub (the replica's side of the lease protocol: its
+// not-clear set pushed to agents, their stream leases, the probe hold) and
+// the AgentSync service that serves the streams.
 //
-// --lease_ttl is checked with the other flags: 0 (no leases are granted;
+// --lease_ttl is checked with the other flags: 0 (no lease is granted;
 // agents decide everything through the coordinator) or [1s, 10m]
 // (InvalidArgument naming the flag; staggerd exits kExitBadConfig).
-// The caller wires the hub to the services whose decisions end leases
-// (CoordinatorService, AdminService), to config reloads (RevokeAll), to the
-// eviction loop (Sweep) and to the drain (Shutdown, before the port closes).
-// `engine`, `ownership` (nullable) and `metrics` (nullable) must outlive it.
+// The caller wires config reloads (OnConfigReloaded), the coordinator's
+// decisions on keys another member owns (StandIn) and the drain (Shutdown,
+// before the port closes). `engine`, `ownership` (nullable) and `metrics`
+// (nullable) must outlive it.
 #ifndef STAGGER_SERVER_DAEMON_LEASES_H_
 #define STAGGER_SERVER_DAEMON_LEASES_H_
 
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
-#include "server/service/lease_hub.h"
 #include "server/service/ownership.h"
+#include "server/service/sync_hub.h"
 #include "server/service/sync_service.h"
 
 namespace stagger::daemon {
@@ -32,20 +32,22 @@ absl::Status CheckLeaseTtl(absl::Duration ttl);
 
 class Leases {
  public:
+  // `attach` connects the lease set to the engine's feeds (staggerd: the
+  // watch's fan-outs); null: it takes them itself.
   Leases(engine::Engine* engine, absl::Duration ttl,
-         const service::Ownership* ownership,
-         metrics::ServerMetrics* metrics);
-  service::LeaseHub& hub() { return hub_; }
+         const service::Ownership* ownership, metrics::ServerMetrics* metrics,
+         service::SyncHub::Attach attach = nullptr);
+  service::SyncHub& hub() { return hub_; }
   service::SyncService& sync() { return sync_; }
-  // Revokes every lease (after a config reload: a policy may have changed).
-  void RevokeAll();
-  // Forgets leases that ran out and sets stagger_leases (each eviction
-  // round).
-  void Sweep();
+  // A reload: agents get the policies' new initial jitters.
+  void OnConfigReloaded();
+  // The coordinator is deciding `key`, which another member may own.
+  void StandIn(absl::string_view key);
 
  private:
-  metrics::ServerMetrics* const metrics_;
-  service::LeaseHub hub_;
+  engine::Engine* const engine_;
+  const service::Ownership* const ownership_;
+  service::SyncHub hub_;
   service::SyncService sync_;
 };
 

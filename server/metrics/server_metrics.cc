@@ -119,8 +119,8 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
         CatalogLabels(MetricId::kSyncMessages, {kDirectionLabels[d]}));
   }
   lease_grants_ = &RegisterFamily<MetricId::kLeaseGrants>(registry).Add({});
-  lease_revocations_ =
-      &RegisterFamily<MetricId::kLeaseRevocations>(registry).Add({});
+  not_clear_entries_ =
+      &RegisterFamily<MetricId::kNotClearEntries>(registry).Add({});
   leases_ = &RegisterFamily<MetricId::kLeases>(registry).Add({});
   waiting_ = &RegisterFamily<MetricId::kWaitingCalls>(registry).Add({});
   waiting_overflows_ =
@@ -147,6 +147,15 @@ void ServerMetrics::RegisterEndpointSeries(prometheus::Registry& registry) {
       &RegisterFamily<MetricId::kEndpointsTracked>(registry).Add({});
   endpoints_evicted_ =
       &RegisterFamily<MetricId::kEndpointsEvicted>(registry).Add({});
+  endpoints_disabled_ =
+      &RegisterFamily<MetricId::kEndpointsDisabled>(registry).Add({});
+  const std::vector<prometheus::Counter*> disables =
+      AddPerValue(RegisterFamily<MetricId::kEndpointDisables>(registry),
+                  MetricId::kEndpointDisables);
+  std::copy(disables.begin(), disables.end(), disables_.begin() + 1);
+  watch_streams_ = &RegisterFamily<MetricId::kWatchStreams>(registry).Add({});
+  watch_events_ = &RegisterFamily<MetricId::kWatchEvents>(registry).Add({});
+  watch_resyncs_ = &RegisterFamily<MetricId::kWatchResyncs>(registry).Add({});
 }
 
 // The state file: load failures, endpoints restored, saves.
@@ -239,12 +248,13 @@ void ServerMetrics::RecordSyncMessage(bool in) {
   sync_messages_[in ? 0 : 1]->Increment();
 }
 
-void ServerMetrics::RecordLeaseGrants(int n) {
-  if (n > 0) lease_grants_->Increment(n);
+void ServerMetrics::SetLeaseRenewals(int64_t total) {
+  const int64_t before = renewals_seen_.exchange(total);
+  if (total > before) lease_grants_->Increment(static_cast<double>(total - before));
 }
 
-void ServerMetrics::RecordLeaseRevocations(int n) {
-  if (n > 0) lease_revocations_->Increment(n);
+void ServerMetrics::SetNotClearEntries(int64_t n) {
+  not_clear_entries_->Set(static_cast<double>(n));
 }
 
 void ServerMetrics::SetLeases(int64_t n) { leases_->Set(static_cast<double>(n)); }
@@ -254,6 +264,16 @@ void ServerMetrics::SetWaitingCalls(int64_t n) {
 }
 
 void ServerMetrics::RecordWaitingOverflow() { waiting_overflows_->Increment(); }
+
+void ServerMetrics::AddWatchStreams(int delta) {
+  watch_streams_->Increment(delta);
+}
+
+void ServerMetrics::RecordWatchEvents(int n) {
+  if (n > 0) watch_events_->Increment(n);
+}
+
+void ServerMetrics::RecordWatchResync() { watch_resyncs_->Increment(); }
 
 void ServerMetrics::RecordMisrouted(int requests) {
   if (requests > 0) misrouted_->Increment(requests);
@@ -298,6 +318,14 @@ void ServerMetrics::RefreshEngineStats() {
     endpoints_evicted_->Increment(
         static_cast<double>(stats.evicted_total - evicted_seen_));
     evicted_seen_ = stats.evicted_total;
+  }
+  endpoints_disabled_->Set(static_cast<double>(stats.disabled));
+  for (int t = 1; t <= engine::kMaxDisableTrigger; ++t) {
+    if (stats.disables_total[t] > disables_seen_[t]) {
+      disables_[t]->Increment(
+          static_cast<double>(stats.disables_total[t] - disables_seen_[t]));
+      disables_seen_[t] = stats.disables_total[t];
+    }
   }
 }
 

@@ -150,17 +150,25 @@ class ServerMetrics {
   // stagger_sync_messages_total{direction}: one message on an agent's lease
   // stream, received (`in`) or sent.
   void RecordSyncMessage(bool in);
-  // stagger_lease_grants_total, stagger_lease_revocations_total: `n` more.
-  void RecordLeaseGrants(int n);
-  void RecordLeaseRevocations(int n);
-  // stagger_leases: leases granted that may still be live.
+  // stagger_lease_grants_total, from the renewals granted since start.
+  void SetLeaseRenewals(int64_t total);
+  // stagger_not_clear_entries: the not-clear set's size now.
+  void SetNotClearEntries(int64_t n);
+  // stagger_leases: agent streams with a live lease now.
   void SetLeases(int64_t n);
   // stagger_waiting_calls; stagger_waiting_overflows_total.
   void SetWaitingCalls(int64_t n);
   void RecordWaitingOverflow();
+  // The watch (stagger.v1.EndpointWatch): streams opened (+1) and closed
+  // (-1), events written to the change log, watchers told they missed
+  // events.
+  void AddWatchStreams(int delta);
+  void RecordWatchEvents(int n);
+  void RecordWatchResync();
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
-  // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
+  // stagger_endpoints_tracked, stagger_endpoints_evicted_total,
+  // stagger_endpoints_disabled and stagger_endpoint_disables_total. It must
   // outlive this object (or be detached with nullptr first). Until one is
   // attached those series stay at 0.
   void AttachEngine(const engine::Engine* engine);
@@ -200,7 +208,8 @@ class ServerMetrics {
   prometheus::Counter* misrouted_ = nullptr;
   std::array<prometheus::Counter*, 2> sync_messages_{};  // [in, out]
   prometheus::Counter* lease_grants_ = nullptr;
-  prometheus::Counter* lease_revocations_ = nullptr;
+  prometheus::Gauge* not_clear_entries_ = nullptr;
+  std::atomic<int64_t> renewals_seen_{0};
   prometheus::Gauge* leases_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Counter* waiting_overflows_ = nullptr;
@@ -210,6 +219,12 @@ class ServerMetrics {
   std::array<prometheus::Gauge*, kNumStates + 1> endpoints_by_state_{};
   prometheus::Gauge* endpoints_tracked_ = nullptr;
   prometheus::Counter* endpoints_evicted_ = nullptr;
+  prometheus::Gauge* endpoints_disabled_ = nullptr;
+  // [trigger 1..3]; index 0 unused.
+  std::array<prometheus::Counter*, engine::kMaxDisableTrigger + 1> disables_{};
+  prometheus::Gauge* watch_streams_ = nullptr;
+  prometheus::Counter* watch_events_ = nullptr;
+  prometheus::Counter* watch_resyncs_ = nullptr;
   // [0] success, [1] failure (kResultLabels).
   std::vector<prometheus::Counter*> reloads_;
   // Parallel to kStateLoadFailureReasons.
@@ -223,6 +238,8 @@ class ServerMetrics {
   std::atomic<const engine::Engine*> engine_{nullptr};
   absl::Mutex refresh_mu_;
   int64_t evicted_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+  std::array<int64_t, engine::kMaxDisableTrigger + 1> disables_seen_
+      ABSL_GUARDED_BY(refresh_mu_){};
 };
 
 // Times one RPC handler: records stagger_rpc_duration_seconds{method} when

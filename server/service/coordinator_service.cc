@@ -25,12 +25,10 @@ void CoordinatorService::CheckOwner(absl::string_view key) {
   if (ownership_ != nullptr && metrics_ != nullptr && !ownership_->Owns(key)) {
     metrics_->RecordMisrouted(1);
   }
+  if (before_decision_) before_decision_(key);
 }
 
 void CoordinatorService::AfterReport(const engine::ReportInput& in) {
-  if (leases_ != nullptr && in.outcome != engine::Outcome::kSuccess) {
-    leases_->OnEndpointChanged(in.endpoint);
-  }
   if (waits_ != nullptr) waits_->Wake(in.endpoint);
 }
 
@@ -57,6 +55,7 @@ grpc::ServerUnaryReactor* CoordinatorService::MaybeHold(
   w.until = std::min(now + in->wait,
                      absl::FromChrono(ctx->deadline()) - WaitRoom::kDeadlineMargin);
   if (w.until <= now) return nullptr;
+  CheckOwner(in->endpoint);
   absl::StatusOr<engine::WaitOutcome> o =
       engine_->AdmitWaiting(*in, &w, engine::WaitStep::kArrive);
   if (!o.ok()) return nullptr;  // Serve names the bad field
@@ -67,7 +66,6 @@ grpc::ServerUnaryReactor* CoordinatorService::MaybeHold(
             ? o
             : engine_->AdmitWaiting(call->in(), &call->wait(),
                                     engine::WaitStep::kExpire);
-    CheckOwner(call->in().endpoint);
     if (metrics_) {
       metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *now_answer->answer);
     }
@@ -80,9 +78,9 @@ grpc::Status CoordinatorService::DoAdmit(const v1::AdmitRequest& req,
                                          v1::AdmitResponse* resp) {
   absl::StatusOr<engine::AdmitInput> in = FromProto(req);
   if (!in.ok()) return ToGrpcStatus(in.status());
+  CheckOwner(in->endpoint);
   absl::StatusOr<engine::Decision> d = engine_->Admit(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
-  CheckOwner(in->endpoint);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kAdmit, *d);
   Decided(*d, resp->mutable_decision());
   return grpc::Status::OK;
@@ -92,9 +90,9 @@ grpc::Status CoordinatorService::DoReport(const v1::ReportRequest& req,
                                           v1::ReportResponse* resp) {
   absl::StatusOr<engine::ReportInput> in = FromProto(req);
   if (!in.ok()) return ToGrpcStatus(in.status());
+  CheckOwner(in->endpoint);
   absl::StatusOr<engine::Decision> d = engine_->Report(*in);
   if (!d.ok()) return ToGrpcStatus(d.status());
-  CheckOwner(in->endpoint);
   AfterReport(*in);
   if (metrics_) metrics_->RecordDecision(ServerMetrics::Call::kReport, *d);
   Decided(*d, resp->mutable_decision());
@@ -129,9 +127,9 @@ grpc::Status CoordinatorService::DoBatch(
   }
   resp->mutable_decisions()->Reserve(req.items_size());
   for (const Input& in : inputs) {
+    CheckOwner(in.endpoint);
     absl::StatusOr<engine::Decision> d = (engine_->*decide)(in);
     if (!d.ok()) return ToGrpcStatus(d.status());  // validated: not reached
-    CheckOwner(in.endpoint);
     if constexpr (std::is_same_v<Input, engine::ReportInput>) AfterReport(in);
     if (metrics_) metrics_->RecordDecision(call, *d);
     Decided(*d, resp->add_decisions());

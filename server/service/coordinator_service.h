@@ -29,7 +29,6 @@
 #include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/arena_allocator.h"
-#include "server/service/lease_hub.h"
 #include "server/service/wait_room.h"
 #include "server/service/ownership.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
@@ -57,10 +56,12 @@ class CoordinatorService final : public RawCoordinatorService {
   // This replica's view of the key owners (null: one replica, owns every
   // key). Set before the server starts; must outlive the service.
   void set_ownership(const Ownership* ownership) { ownership_ = ownership; }
-  // Leases (null: none): every failure report tells the hub, which revokes
-  // the endpoint's leases if it is no longer clear. Set before the server
-  // starts; must outlive the service.
-  void set_lease_hub(LeaseHub* hub) { leases_ = hub; }
+  // Told of every key this replica decides before it decides it (leases:
+  // a key another member owns makes this replica stand in for it). Set
+  // before the server starts; may be null.
+  void set_before_decision(std::function<void(absl::string_view key)> fn) {
+    before_decision_ = std::move(fn);
+  }
   // Waiting admission (null: none; AdmitRequest.wait is checked and
   // answered at once, and decisions do not say wait_supported): an Admit
   // with a wait that cannot go now is held in the room; every report wakes
@@ -114,10 +115,10 @@ class CoordinatorService final : public RawCoordinatorService {
       absl::Status (engine::Engine::*validate)(const Input&) const,
       absl::StatusOr<engine::Decision> (engine::Engine::*decide)(const Input&));
 
-  // Counts `key` as misrouted if this replica does not own it.
+  // Before a decision on `key`: counted as misrouted if this replica does
+  // not own it, and told to before_decision_.
   void CheckOwner(absl::string_view key);
-  // After a report: a failure may end the endpoint's leases; any report
-  // may let its waiting calls go.
+  // After a report: any report may let its waiting calls go.
   void AfterReport(const engine::ReportInput& in);
   // A waiting Admit the room holds (the call is then the room's), or
   // nullptr: Serve answers it as any Admit.
@@ -130,7 +131,7 @@ class CoordinatorService final : public RawCoordinatorService {
   engine::Engine* engine_;
   metrics::ServerMetrics* metrics_;
   const Ownership* ownership_ = nullptr;
-  LeaseHub* leases_ = nullptr;
+  std::function<void(absl::string_view)> before_decision_;
   WaitRoom* waits_ = nullptr;
   const engine::Clock* clock_;
 };

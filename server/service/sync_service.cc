@@ -1,177 +1,213 @@
 #include "server/service/sync_service.h"
 
-#include <atomic>
 #include <deque>
 #include <optional>
+#include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "core/lease/sync_messages.h"
+#include "core/lease/messages.h"
+#include "core/rpc/raw_unary.h"
 #include "core/wire/sync_wire.h"
 
 namespace stagger::service {
 namespace {
 
-absl::Status CheckHello(const v1::SyncUp& up) {
-  if (!up.has_hello()) {
-    return absl::InvalidArgumentError(
-        "hello: the first message of a stream must carry it");
-  }
-  const v1::AgentHello& h = up.hello();
-  if (h.agent_id().empty() || h.agent_id().size() > lease::kMaxAgentIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hello.agent_id: must be 1..", lease::kMaxAgentIdBytes,
-                     " bytes, got ", h.agent_id().size()));
-  }
-  if (h.incarnation() == 0) {
-    return absl::InvalidArgumentError("hello.incarnation: must not be 0");
-  }
-  return absl::OkStatus();
+grpc::ByteBuffer Serialize(const v1::SyncDown& down) {
+  std::string bytes;
+  down.SerializeToString(&bytes);
+  grpc::Slice slice(std::move(bytes));
+  return grpc::ByteBuffer(&slice, 1);
 }
 
-// One agent's stream. Lifetime: a reference for gRPC (dropped in OnDone)
-// and one per hub call in progress (SyncPeer).
-class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>,
-                         public SyncPeer {
+bool Empty(const v1::SyncDown& d) { return d.ByteSizeLong() == 0; }
+
+// One agent's stream. Deleted in OnDone, after it left the hub and closed
+// its held calls: nothing calls it after that.
+class SyncStream final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+      public SyncPeer {
  public:
-  SyncStream(LeaseHub* hub, const SyncService::Counter* count,
+  SyncStream(grpc::CallbackServerContext* ctx, SyncHub* hub,
+             const SyncService::Counter* count, size_t max_backlog_bytes,
              const SyncService::HeldCallsFactory& held_calls)
-      : hub_(hub), count_(count) {
+      : ctx_(ctx),
+        hub_(hub),
+        count_(count),
+        max_backlog_bytes_(max_backlog_bytes) {
     if (held_calls) {
       held_ = held_calls(
           [this](v1::HeldAnswer a) { EnqueueAnswer(std::move(a)); });
     }
-    StartRead(&up_);
+    StartRead(&in_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) return EndWith(grpc::Status::OK);  // the agent closed
     Count(SyncService::Direction::kIn);
-    if (absl::Status s = Receive(); !s.ok()) {
-      return EndWith(grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                                  std::string(s.message())));
+    v1::SyncUp up;
+    if (!rpc::ParseRequest(in_, &up)) {
+      return EndWith(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("SyncUp: ", in_.Length(),
+                       " bytes that are not a valid stagger.v1.SyncUp")));
     }
-    StartRead(&up_);
+    if (absl::Status s = Receive(up); !s.ok()) {
+      return EndWith(rpc::ToGrpcStatus(s));
+    }
+    StartRead(&in_);
   }
 
   void OnWriteDone(bool ok) override {
     {
       absl::MutexLock l(&mu_);
       writing_ = false;
-      if (!ok) queue_.clear();  // the stream is going away
+      if (!ok) {  // the stream is going away
+        queue_.clear();
+        answers_.Clear();
+      }
     }
     Pump();
   }
 
-  // gRPC runs OnDone after Finish, but may hand it to its executor inside
-  // uninstrumented libgrpc++ (docs/SANITIZERS.md), an order ThreadSanitizer
-  // cannot see. Taking mu_ first makes it visible: Finish is only called
-  // after Pump held mu_, so OnDone sees everything the read and write sides
-  // did before it (attached_, agent_, the queue).
+  // gRPC may run OnDone on its executor inside uninstrumented libgrpc++
+  // (docs/SANITIZERS.md); taking mu_ first orders it after every locked
+  // use of the queue for ThreadSanitizer.
   void OnDone() override {
     { absl::MutexLock l(&mu_); }
     if (held_ != nullptr) held_->Close();  // sends nothing more to us
-    if (attached_) hub_->Detach(agent_, this);
-    Unref();
+    hub_->Close(stream(), this);
+    delete this;
   }
-  // The last reference may be dropped on a thread that never took mu_ (a
-  // hub call's Unref); taking it here orders the queue's destruction after
-  // every locked use of it.
   ~SyncStream() override { absl::MutexLock l(&mu_); }
 
-  void PushRevokes(std::vector<lease::LeaseRevoke> revokes) override {
-    v1::SyncDown down;
-    for (const lease::LeaseRevoke& r : revokes) {
-      wire::ToProto(r, down.add_revokes());
+  // From the hub, under its lock.
+  void Push(const grpc::ByteBuffer& shared) override {
+    {
+      absl::MutexLock l(&mu_);
+      if (finishing_) return;
+      if (queued_bytes_ + shared.Length() > max_backlog_bytes_) {
+        if (!FellBehind()) return;
+      } else {
+        queue_.push_back({shared, /*shared=*/true});
+        queued_bytes_ += shared.Length();
+      }
     }
-    Enqueue(std::move(down));
+    Pump();
   }
   void End() override { EndWith(grpc::Status::OK); }
-  void Ref() override { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void Unref() override {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  void Opened(uint64_t stream, const v1::SyncDown& first) override {
+    {
+      absl::MutexLock l(&mu_);
+      stream_ = stream;
+    }
+    EnqueueOwn(first);
   }
 
  private:
+  uint64_t stream() {
+    absl::MutexLock l(&mu_);
+    return stream_;
+  }
+
+  struct Item {
+    grpc::ByteBuffer bytes;
+    bool shared;          // a push: may be dropped for a snapshot
+    bool resync = false;  // the snapshot that replaced dropped pushes
+  };
+
   void Count(SyncService::Direction d) {
     if (*count_) (*count_)(d);
   }
 
-  // The hello first; then the hub's answer to each message.
-  absl::Status Receive() {
-    if (!attached_) {
-      if (absl::Status s = CheckHello(up_); !s.ok()) return s;
-      agent_ = {up_.hello().agent_id(), up_.hello().incarnation()};
-      if (!hub_->Attach(agent_, this)) {
-        return absl::UnavailableError("draining");
+  // The stream fell behind: its pushes make way for one snapshot, unless
+  // one is already waiting (then it ends). False: it ended.
+  bool FellBehind() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (snapshot_queued_) {
+      EndLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the agent reads too slowly: more than ",
+                       max_backlog_bytes_,
+                       " bytes of the set's changes queued for it")));
+      // A peer that does not read would hold the stream (and its queue)
+      // forever waiting for the write before the status: cancel it.
+      ctx_->TryCancel();
+      return false;
+    }
+    std::deque<Item> kept;
+    queued_bytes_ = 0;
+    for (Item& it : queue_) {
+      if (it.shared) continue;
+      queued_bytes_ += it.bytes.Length();
+      kept.push_back(std::move(it));
+    }
+    queue_.swap(kept);
+    grpc::ByteBuffer snapshot = Serialize(hub_->Resync(stream_));
+    queued_bytes_ += snapshot.Length();
+    queue_.push_back({std::move(snapshot), /*shared=*/false, /*resync=*/true});
+    snapshot_queued_ = true;
+    return true;
+  }
+
+  // The hello first (the hub's snapshot); then the hub's answer to each
+  // message; held calls to their owner.
+  absl::Status Receive(const v1::SyncUp& up) {
+    absl::StatusOr<lease::Up> in = wire::FromProto(up);
+    if (!in.ok()) return in.status();
+    if (!opened_) {
+      if (!in->hello.has_value()) {
+        return absl::InvalidArgumentError(
+            "hello: the first message of a stream must carry it");
       }
-      attached_ = true;
-      PushRevokes(hub_->PendingRevokes(agent_));
+      if (absl::Status s = hub_->Open(*in, this); !s.ok()) return s;
+      opened_ = true;
+    } else {
+      absl::StatusOr<v1::SyncDown> d = hub_->Receive(stream(), *in);
+      if (!d.ok()) return d.status();
+      EnqueueOwn(*d);
     }
-    if (absl::Status s = ReceiveHeld(); !s.ok()) return s;
-    absl::StatusOr<v1::SyncDown> down = hub_->Handle(agent_, up_);
-    if (!down.ok()) return down.status();
-    if (down->applied_seq() != 0 || down->grants_size() > 0) {
-      Enqueue(*std::move(down));
-    }
-    return absl::OkStatus();
+    return ReceiveHeld(up);
   }
 
   // The message's held calls: new ones, drops, unused releases.
-  absl::Status ReceiveHeld() {
-    if (up_.holds_size() == 0 && up_.drops_size() == 0 &&
-        up_.returns_size() == 0) {
+  absl::Status ReceiveHeld(const v1::SyncUp& up) {
+    if (up.holds_size() == 0 && up.drops_size() == 0 &&
+        up.returns_size() == 0) {
       return absl::OkStatus();
     }
     if (held_ == nullptr) {
       return absl::UnimplementedError("holds: this server holds no calls");
     }
-    for (const auto& [name, n] :
-         {std::pair<const char*, int>{"holds", up_.holds_size()},
-          {"drops", up_.drops_size()},
-          {"returns", up_.returns_size()}}) {
-      if (static_cast<size_t>(n) > lease::kMaxItemsPerMessage) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ": at most ", lease::kMaxItemsPerMessage,
-                         " per message, got ", n));
-      }
-    }
-    for (const v1::HeldAdmit& h : up_.holds()) {
+    for (const v1::HeldAdmit& h : up.holds()) {
       if (absl::Status s = held_->Hold(h); !s.ok()) return s;
     }
-    for (uint64_t id : up_.drops()) held_->Drop(id);
-    for (const v1::ReturnedRelease& r : up_.returns()) {
+    for (uint64_t id : up.drops()) held_->Drop(id);
+    for (const v1::ReturnedRelease& r : up.returns()) {
       held_->Return(r.endpoint(), r.admission());
     }
     return absl::OkStatus();
   }
 
-  // Answers share a message while it waits for its write.
-  void EnqueueAnswer(v1::HeldAnswer a) {
+  void EnqueueOwn(const v1::SyncDown& down) {
+    if (Empty(down)) return;
     {
       absl::MutexLock l(&mu_);
       if (finishing_) return;
-      if (!queue_.empty() && queue_.back().answers_size() > 0 &&
-          static_cast<size_t>(queue_.back().answers_size()) <
-              kAnswersPerMessage) {
-        *queue_.back().add_answers() = std::move(a);
-        return;
-      }
-      v1::SyncDown down;
-      *down.add_answers() = std::move(a);
-      queue_.push_back(std::move(down));
+      grpc::ByteBuffer bytes = Serialize(down);
+      queued_bytes_ += bytes.Length();
+      queue_.push_back({std::move(bytes), /*shared=*/false});
     }
     Pump();
   }
 
-  void Enqueue(v1::SyncDown down) {
-    if (down.ByteSizeLong() == 0) return;
+  // Answers share a message until the next write; they go first, and a
+  // drain writes them all before the stream ends.
+  void EnqueueAnswer(v1::HeldAnswer a) {
     {
       absl::MutexLock l(&mu_);
-      if (finishing_) return;
-      queue_.push_back(std::move(down));
+      if (finished_) return;
+      *answers_.add_answers() = std::move(a);
     }
     Pump();
   }
@@ -183,8 +219,15 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
     {
       absl::MutexLock l(&mu_);
       if (writing_) return;
-      if (!queue_.empty() && !finishing_) {
-        current_ = std::move(queue_.front());
+      if (answers_.answers_size() > 0) {
+        current_ = Serialize(answers_);
+        answers_.Clear();
+        writing_ = write = true;
+      } else if (!queue_.empty() && !finishing_) {
+        Item& next = queue_.front();
+        if (next.resync) snapshot_queued_ = false;
+        queued_bytes_ -= next.bytes.Length();
+        current_ = std::move(next.bytes);
         queue_.pop_front();
         writing_ = write = true;
       } else if (finishing_ && !finished_) {
@@ -200,29 +243,36 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
     }
   }
 
+  void EndLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    status_ = std::move(status);
+    queue_.clear();  // the set's messages: a new stream gets a snapshot
+    queued_bytes_ = 0;
+    if (!status_.ok()) answers_.Clear();
+  }
   void EndWith(grpc::Status status) {
     {
       absl::MutexLock l(&mu_);
-      if (finishing_) return;
-      finishing_ = true;
-      status_ = std::move(status);
-      queue_.clear();
+      EndLocked(std::move(status));
     }
     Pump();
   }
 
-  static constexpr size_t kAnswersPerMessage = 1000;
-
-  LeaseHub* const hub_;
+  grpc::CallbackServerContext* const ctx_;
+  SyncHub* const hub_;
   const SyncService::Counter* const count_;
+  const size_t max_backlog_bytes_;
   std::shared_ptr<AgentHeldCalls> held_;  // null: no held calls here
-  std::atomic<int> refs_{1};
-  v1::SyncUp up_;              // the read in progress (reads are serial)
-  lease::AgentKey agent_;      // set with the hello (read side only)
-  bool attached_ = false;      // read side only, and OnDone after it
+  grpc::ByteBuffer in_;  // the read in progress (reads are serial)
+  bool opened_ = false;  // the hello came (read side)
   absl::Mutex mu_;
-  std::deque<v1::SyncDown> queue_ ABSL_GUARDED_BY(mu_);
-  v1::SyncDown current_;       // the write in progress
+  uint64_t stream_ ABSL_GUARDED_BY(mu_) = 0;  // the hub's id for it
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool snapshot_queued_ ABSL_GUARDED_BY(mu_) = false;
+  v1::SyncDown answers_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer current_;  // the write in progress
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -231,12 +281,15 @@ class SyncStream final : public grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown
 
 }  // namespace
 
-SyncService::SyncService(LeaseHub* hub, Counter count)
-    : hub_(hub), count_(std::move(count)) {}
+SyncService::SyncService(SyncHub* hub, Counter count,
+                         size_t max_backlog_bytes)
+    : hub_(hub),
+      count_(std::move(count)),
+      max_backlog_bytes_(max_backlog_bytes) {}
 
-grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>* SyncService::Sync(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SyncService::Sync(
     grpc::CallbackServerContext* ctx) {
-  return new SyncStream(hub_, &count_, held_calls_);
+  return new SyncStream(ctx, hub_, &count_, max_backlog_bytes_, held_calls_);
 }
 
 }  // namespace stagger::service

@@ -1,48 +1,67 @@
-// SyncService: stagger.v1.AgentSync on staggerd (proto/stagger/v1/sync.proto),
-// on the callback API: one reactor per agent stream, no thread per stream.
+// SyncService: stagger.v1.AgentSync on staggerd (proto/stagger/v1/sync.proto,
+// protocol 2), on the callback API with raw bytes: one reactor per agent
+// stream, no thread per stream.
 //
-// A stream's first message must carry a hello (agent_id 1..256 bytes,
-// incarnation != 0); then every message up is handed to the LeaseHub in
-// order and its answer (applied_seq, grants) is written back; revokes the
-// hub pushes are written at once, between answers. Writes go out one at a
-// time, in order. A bad message ends the stream with INVALID_ARGUMENT
-// naming the field; the hub's Shutdown (drain) ends it with OK. Every
-// message in and out is counted (`count(direction)`, may be null).
+// A stream's messages up are parsed here (bytes that are no SyncUp end it
+// with INVALID_ARGUMENT naming the type) and converted (core/wire/
+// sync_wire.h: a bad field ends it with INVALID_ARGUMENT naming the field).
+// The first must carry a hello: SyncHub::Open answers it with the set's
+// snapshot; every later message is SyncHub::Receive's (renewal, applied
+// counts). The hub's pushes (shared bytes) go out between those answers, in
+// order. Writes go out one at a time.
+//
+// Bounded: a stream that falls behind (more than kMaxBacklogBytes queued)
+// has its queued pushes dropped and gets a snapshot instead; one that falls
+// behind again before that snapshot went out is cancelled (a peer that
+// does not read would never take a status). Answers to held calls are never
+// dropped.
+//
 // Held calls (SyncUp.holds, drops, returns) go to the stream's own
 // AgentHeldCalls, made by `held_calls` (null: a stream that sends holds
-// ends with UNIMPLEMENTED); their answers go down between the others,
-// several to a message. The stream's end closes them.
+// ends with UNIMPLEMENTED); their answers go down several to a message. The
+// stream's end closes them. Every message in and out is counted
+// (`count(direction)`, may be null). The hub's Shutdown (drain) ends every
+// stream with OK.
 // Thread-safe. `hub` must outlive the service and every stream.
 #ifndef STAGGER_SERVER_SERVICE_SYNC_SERVICE_H_
 #define STAGGER_SERVER_SERVICE_SYNC_SERVICE_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <utility>
 
 #include "grpcpp/grpcpp.h"
 #include "server/service/agent_held_calls.h"
-#include "server/service/lease_hub.h"
+#include "server/service/sync_hub.h"
 #include "stagger/v1/sync.grpc.pb.h"
 
 namespace stagger::service {
 
-class SyncService final : public v1::AgentSync::CallbackService {
+using RawSyncService =
+    v1::AgentSync::WithRawCallbackMethod_Sync<v1::AgentSync::Service>;
+
+class SyncService final : public RawSyncService {
  public:
+  // A stream's queued pushes beyond this: it fell behind (see above).
+  static constexpr size_t kMaxBacklogBytes = size_t{8} << 20;  // 8 MiB
+
   enum class Direction { kIn, kOut };
   using Counter = std::function<void(Direction)>;
   using HeldCallsFactory =
       std::function<std::shared_ptr<AgentHeldCalls>(AgentHeldCalls::Send)>;
-  SyncService(LeaseHub* hub, Counter count);
+  SyncService(SyncHub* hub, Counter count,
+              size_t max_backlog_bytes = kMaxBacklogBytes);
   // Before the server starts.
   void set_held_calls(HeldCallsFactory make) { held_calls_ = std::move(make); }
 
-  grpc::ServerBidiReactor<v1::SyncUp, v1::SyncDown>* Sync(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Sync(
       grpc::CallbackServerContext* ctx) override;
 
  private:
-  LeaseHub* const hub_;
+  SyncHub* const hub_;
   const Counter count_;
+  const size_t max_backlog_bytes_;
   HeldCallsFactory held_calls_;
 };
 

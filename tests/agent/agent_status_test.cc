@@ -1,12 +1,17 @@
-// stagger-agent's status page below the browser: the lease book's pages
-// (LeaseBook::ListLeases), the decision tally, the JSON of /api/agent and
-// /api/decisions (parsed back, on a fake clock and a scripted lease
-// source), the refusals of bad queries, CoordinatorClient::lease_status of
-// a real client, and the page served over loopback HTTP.
+// stagger-agent's status page below the browser: the decision tally, each
+// replica's lease state (LeaseState), the JSON of /api/agent and
+// /api/decisions (parsed back, on a fake clock and a scripted lease source
+// shaped as CoordinatorClient::lease_status shapes its answers: two
+// replicas' not-clear sets, paged by target), the refusals of bad queries,
+// a real client's lease_status and the JSON made from it, and the page
+// served over loopback HTTP.
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -16,7 +21,6 @@
 #include "agent/status/agent_status_page.h"
 #include "agent/status/decision_tally.h"
 #include "client/coordinator_client.h"
-#include "core/lease/lease_book.h"
 #include "core/status/json.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -29,6 +33,8 @@ namespace {
 
 using client::ClientDecision;
 using client::DecisionSource;
+using client::NotClearEntry;
+using client::ReplicaStatus;
 using engine::Verdict;
 using google::protobuf::Struct;
 using google::protobuf::Value;
@@ -46,72 +52,6 @@ const Value& Field(const Struct& s, const std::string& name) {
   auto it = s.fields().find(name);
   EXPECT_NE(it, s.fields().end()) << "no field " << name;
   return it == s.fields().end() ? kMissing : it->second;
-}
-
-// ---- LeaseBook::ListLeases --------------------------------------------------
-
-class ListLeasesTest : public ::testing::Test {
- protected:
-  void Grant(const std::string& key, uint64_t epoch,
-             absl::Duration ttl = absl::Seconds(10)) {
-    book_.OnGrant({key, epoch, ttl, 100, absl::Milliseconds(200)},
-                  clock_.Now());
-  }
-  std::vector<std::string> Keys(const lease::LeaseBook::LeasePage& p) {
-    std::vector<std::string> keys;
-    for (const auto& l : p.leases) keys.push_back(l.endpoint);
-    return keys;
-  }
-  FakeClock clock_;
-  lease::LeaseBook book_;
-};
-
-TEST_F(ListLeasesTest, PagesLiveLeasesInKeyOrderAndCountsTheRest) {
-  for (const char* k : {"e", "c", "a", "d", "b"}) Grant(k, 1);
-  lease::LeaseBook::LeasePage p = book_.ListLeases("", 2, clock_.Now());
-  EXPECT_EQ(Keys(p), (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(p.matched, 5);
-  p = book_.ListLeases("b", 2, clock_.Now());
-  EXPECT_EQ(Keys(p), (std::vector<std::string>{"c", "d"}));
-  EXPECT_EQ(p.matched, 3);
-  p = book_.ListLeases("d", 2, clock_.Now());
-  EXPECT_EQ(Keys(p), (std::vector<std::string>{"e"}));
-  EXPECT_EQ(p.matched, 1);
-  p = book_.ListLeases("", 0, clock_.Now());  // a count alone
-  EXPECT_TRUE(p.leases.empty());
-  EXPECT_EQ(p.matched, 5);
-}
-
-TEST_F(ListLeasesTest, ExpiredRevokedAndNeverGrantedAreNotListed) {
-  Grant("short", 1, absl::Seconds(1));
-  Grant("long", 4, absl::Seconds(60));
-  Grant("revoked", 2);
-  book_.OnRevoke({"revoked", 2});
-  engine::AdmitInput in;
-  in.endpoint = "asked-only";  // wanted, never granted
-  in.attempt = 1;
-  std::mt19937_64 gen(1);
-  EXPECT_FALSE(book_.Admit(in, clock_.Now(), gen).has_value());
-  clock_.Advance(absl::Seconds(2));
-  const lease::LeaseBook::LeasePage p = book_.ListLeases("", 10, clock_.Now());
-  ASSERT_EQ(Keys(p), std::vector<std::string>{"long"});
-  EXPECT_EQ(p.matched, 1);
-  EXPECT_EQ(p.leases[0].epoch, 4u);
-  EXPECT_EQ(p.leases[0].expires,
-            clock_.Now() - absl::Seconds(2) + absl::Seconds(60));
-}
-
-TEST_F(ListLeasesTest, AllowanceLeftFollowsLocalAnswers) {
-  Grant("k", 3);
-  engine::AdmitInput in;
-  in.endpoint = "k";
-  in.attempt = 1;
-  std::mt19937_64 gen(1);
-  for (int i = 0; i < 7; ++i) ASSERT_TRUE(book_.Admit(in, clock_.Now(), gen));
-  const lease::LeaseBook::LeasePage p = book_.ListLeases("", 10, clock_.Now());
-  ASSERT_EQ(p.leases.size(), 1u);
-  EXPECT_EQ(p.leases[0].allowance, 100u);
-  EXPECT_EQ(p.leases[0].left, 93u);
 }
 
 // ---- DecisionTally ----------------------------------------------------------
@@ -149,65 +89,143 @@ TEST(DecisionTallyTest, CountsBySourceAndVerdictAndFeedsTheRing) {
   EXPECT_EQ(w.counts[3][kLast], 1);
 }
 
+// ---- LeaseState ------------------------------------------------------------
+
+ReplicaStatus Replica(std::string name, std::string target, bool up) {
+  ReplicaStatus r;
+  r.name = std::move(name);
+  r.target = std::move(target);
+  r.up = up;
+  r.serving = up;
+  return r;
+}
+
+// A replica whose stream is up, its copy current, and leased.
+ReplicaStatus Leased() {
+  ReplicaStatus r = Replica("stagger-0", "10.0.0.1:50051", true);
+  r.stream = true;
+  r.stream_connected = true;
+  r.leased = true;
+  r.lease_left = absl::Milliseconds(1500);
+  r.in_sync = true;
+  return r;
+}
+
+TEST(LeaseStateTest, SaysWhetherTheLeaseLivesAndElseWhyNot) {
+  struct Case {
+    const char* name;
+    void (*change)(ReplicaStatus&);
+    const char* want;
+  };
+  const Case cases[] = {
+      {"leased and current", [](ReplicaStatus&) {}, "LIVE"},
+      {"the stream broke, the lease runs on",
+       [](ReplicaStatus& r) { r.stream_connected = false; }, "LIVE"},
+      {"leases off", [](ReplicaStatus& r) { r.stream = false; }, "OFF"},
+      {"refused",
+       [](ReplicaStatus& r) {
+         r.leased = false;
+         r.refusal = "no lease: members differ";
+       },
+       "REFUSED"},
+      {"a gap in the copy under a live lease",
+       [](ReplicaStatus& r) { r.in_sync = false; }, "OUT_OF_DATE"},
+      {"no snapshot yet on a new stream",
+       [](ReplicaStatus& r) {
+         r.leased = false;
+         r.in_sync = false;
+       },
+       "OUT_OF_DATE"},
+      {"stream down, lease over",
+       [](ReplicaStatus& r) {
+         r.stream_connected = false;
+         r.leased = false;
+       },
+       "STREAM_DOWN"},
+      {"never connected",
+       [](ReplicaStatus& r) {
+         r.stream_connected = false;
+         r.leased = false;
+         r.in_sync = false;
+       },
+       "STREAM_DOWN"},
+      {"up and current, no renewal (learning period)",
+       [](ReplicaStatus& r) { r.leased = false; }, "NOT_GRANTED"},
+  };
+  for (const Case& c : cases) {
+    ReplicaStatus r = Leased();
+    c.change(r);
+    EXPECT_STREQ(LeaseState(r), c.want) << c.name;
+  }
+}
+
 // ---- AgentStatusApi ---------------------------------------------------------
 
-// A lease source with `total` leases "ep-000".."ep-NNN" from two replicas,
-// paged as CoordinatorClient::lease_status pages them; remembers what it
-// was asked.
-class ScriptedLeases {
+// A lease source as CoordinatorClient::lease_status answers: two replicas
+// and the union of their sets' entries after `after`, in (target,
+// replica) order, cut at `max`, with how many there are after `after`.
+// Remembers what it was asked.
+class ScriptedSets {
  public:
-  explicit ScriptedLeases(int total, absl::Time now) : now_(now) {
+  // `total` endpoint entries "ep-000".."ep-NNN" in stagger-0's set.
+  ScriptedSets(int total, absl::Time now) {
     for (int i = 0; i < total; ++i) {
-      keys_.push_back(
-          absl::StrCat("ep-", i < 100 ? "0" : "", i < 10 ? "0" : "", i));
+      const std::string key =
+          absl::StrCat("ep-", i < 100 ? "0" : "", i < 10 ? "0" : "", i);
+      Add({key, "endpoint", i % 2 == 0 ? "BREAKER" : "RETRY_AFTER",
+           "stagger-0",
+           i % 2 == 0 ? absl::InfinitePast() : now + absl::Seconds(30)});
     }
   }
+  void Add(NotClearEntry e) { entries_.push_back(std::move(e)); }
+
   client::LeaseStatus operator()(absl::string_view after, size_t max) {
-    asked_after = std::string(after);
-    asked_max = max;
+    asked.emplace_back(std::string(after), max);
     client::LeaseStatus s;
     s.holder_id = "node-7";
-    client::ReplicaStatus a{"stagger-0", "10.0.0.1:50051", true, true};
-    a.stream = true;
-    a.stream_connected = true;
+    ReplicaStatus a = Leased();
     a.incarnation = 18446744073709551557u;  // beyond a double's exact range
-    a.leases_held = static_cast<int64_t>(keys_.size());
+    a.set_version = 9007199254740993u;
+    a.not_clear = 250;
     a.flushes = 40;
     a.reconnects = 1;
     a.held_calls = 7;
-    client::ReplicaStatus b{"stagger-1", "10.0.0.2:50051", false, false};
+    ReplicaStatus b = Replica("stagger-1", "10.0.0.2:50051", false);
     b.stream = true;
     b.incarnation = 5;
+    b.set_version = 3;
+    b.refusal = "no lease: members \"differ\"";
     b.flushes = 2;
     b.reconnects = 3;
     b.held_calls = 2;
     s.replicas = {a, b};
-    for (const std::string& k : keys_) {
-      if (k <= after) continue;
-      ++s.leases_matched;
-      if (s.leases.size() < max) {
-        s.leases.push_back({k, "stagger-0", 9007199254740993u,
-                            now_ + absl::Seconds(30), 200, 150});
-      }
+    std::vector<NotClearEntry> sorted = entries_;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const NotClearEntry& x, const NotClearEntry& y) {
+                return std::tie(x.target, x.replica) <
+                       std::tie(y.target, y.replica);
+              });
+    for (const NotClearEntry& e : sorted) {
+      if (e.target <= after) continue;
+      ++s.not_clear_matched;
+      if (s.not_clear.size() < max) s.not_clear.push_back(e);
     }
     return s;
   }
-  std::string asked_after;
-  size_t asked_max = 0;
+  std::vector<std::pair<std::string, size_t>> asked;
 
  private:
-  absl::Time now_;
-  std::vector<std::string> keys_;
+  std::vector<NotClearEntry> entries_;
 };
 
 class AgentStatusApiTest : public ::testing::Test {
  protected:
   AgentStatusApiTest()
-      : leases_(std::make_shared<ScriptedLeases>(250, clock_.Now())),
+      : sets_(std::make_shared<ScriptedSets>(250, clock_.Now())),
         tally_(&clock_),
         api_({"stagger-0=10.0.0.1:50051,stagger-1=10.0.0.2:50051",
               "fail_open", true},
-             [l = leases_](absl::string_view after, size_t max) {
+             [l = sets_](absl::string_view after, size_t max) {
                return (*l)(after, max);
              },
              &tally_, &clock_) {}
@@ -218,14 +236,23 @@ class AgentStatusApiTest : public ::testing::Test {
     EXPECT_EQ(r.content_type, "application/json");
     return ParseJson(r.body);
   }
+  // The targets of a page, in order.
+  static std::vector<std::string> Targets(const Struct& s) {
+    std::vector<std::string> out;
+    for (const Value& e : Field(s, "not_clear").list_value().values()) {
+      out.push_back(Field(e.struct_value(), "target").string_value() + "@" +
+                    Field(e.struct_value(), "replica").string_value());
+    }
+    return out;
+  }
 
   FakeClock clock_;
-  std::shared_ptr<ScriptedLeases> leases_;
+  std::shared_ptr<ScriptedSets> sets_;
   DecisionTally tally_;
   AgentStatusApi api_;
 };
 
-TEST_F(AgentStatusApiTest, TheAgentItsReplicasAndStreams) {
+TEST_F(AgentStatusApiTest, TheAgentItsReplicasTheirLeasesAndSets) {
   const Struct s = Agent("");
   EXPECT_EQ(Field(s, "agent_id").string_value(), "node-7");
   EXPECT_EQ(Field(s, "coordinator").string_value(),
@@ -242,14 +269,26 @@ TEST_F(AgentStatusApiTest, TheAgentItsReplicasAndStreams) {
   EXPECT_TRUE(Field(a, "up").bool_value());
   EXPECT_EQ(Field(a, "stream").string_value(), "UP");
   EXPECT_EQ(Field(a, "incarnation").string_value(), "18446744073709551557");
-  EXPECT_EQ(Field(a, "leases_held").number_value(), 250);
+  EXPECT_EQ(Field(a, "lease_state").string_value(), "LIVE");
+  EXPECT_TRUE(Field(a, "leased").bool_value());
+  EXPECT_EQ(Field(a, "lease_left_ms").number_value(), 1500);
+  EXPECT_TRUE(Field(a, "in_sync").bool_value());
+  EXPECT_EQ(Field(a, "set_version").string_value(), "9007199254740993");
+  EXPECT_EQ(Field(a, "not_clear").number_value(), 250);
+  EXPECT_EQ(Field(a, "refusal").string_value(), "");
+  EXPECT_EQ(Field(a, "held_calls").number_value(), 7);
   const Struct& b = replicas[1].struct_value();
   EXPECT_FALSE(Field(b, "up").bool_value());
   EXPECT_FALSE(Field(b, "serving").bool_value());
   EXPECT_EQ(Field(b, "stream").string_value(), "DOWN");
+  EXPECT_EQ(Field(b, "lease_state").string_value(), "REFUSED");
+  EXPECT_FALSE(Field(b, "leased").bool_value());
+  EXPECT_EQ(Field(b, "lease_left_ms").number_value(), 0);
+  EXPECT_FALSE(Field(b, "in_sync").bool_value());
+  EXPECT_EQ(Field(b, "set_version").string_value(), "3");
+  EXPECT_EQ(Field(b, "refusal").string_value(), "no lease: members \"differ\"");
   EXPECT_EQ(Field(s, "flushes").number_value(), 42);
   EXPECT_EQ(Field(s, "reconnects").number_value(), 4);
-  EXPECT_EQ(Field(a, "held_calls").number_value(), 7);
   EXPECT_EQ(Field(s, "held_calls").number_value(), 9);
 }
 
@@ -269,35 +308,102 @@ TEST_F(AgentStatusApiTest, DecisionCountsBySource) {
   EXPECT_EQ(Field(coordinator, "PROCEED").number_value(), 0);
 }
 
-TEST_F(AgentStatusApiTest, LeasesArePagedAndSayWhatTheyLeftOut) {
+TEST_F(AgentStatusApiTest, EntriesArePagedAndSayWhatTheyLeftOut) {
   Struct s = Agent("");
-  EXPECT_EQ(leases_->asked_max, 100u);  // kDefaultPageSize
-  auto leases = Field(s, "leases").list_value().values();
-  ASSERT_EQ(leases.size(), 100);
-  const Struct& first = leases[0].struct_value();
-  EXPECT_EQ(Field(first, "endpoint").string_value(), "ep-000");
+  // One more than the page, to see whether the page splits a target.
+  EXPECT_EQ(sets_->asked.back(), std::make_pair(std::string(), size_t{101}));
+  auto entries = Field(s, "not_clear").list_value().values();
+  ASSERT_EQ(entries.size(), 100);
+  const Struct& first = entries[0].struct_value();
+  EXPECT_EQ(Field(first, "target").string_value(), "ep-000");
+  EXPECT_EQ(Field(first, "scope").string_value(), "endpoint");
+  EXPECT_EQ(Field(first, "why").string_value(), "BREAKER");
   EXPECT_EQ(Field(first, "replica").string_value(), "stagger-0");
-  EXPECT_EQ(Field(first, "epoch").string_value(), "9007199254740993");
-  EXPECT_EQ(Field(first, "expires").string_value(),
-            "2026-01-01T00:00:30+00:00");
-  EXPECT_EQ(Field(first, "allowance").number_value(), 200);
-  EXPECT_EQ(Field(first, "left").number_value(), 150);
-  EXPECT_EQ(Field(s, "leases_matched").number_value(), 250);
+  EXPECT_EQ(Field(first, "until").kind_case(), Value::kNullValue);
+  const Struct& second = entries[1].struct_value();
+  EXPECT_EQ(Field(second, "why").string_value(), "RETRY_AFTER");
+  EXPECT_EQ(Field(second, "until").string_value(), "2026-01-01T00:00:30+00:00");
+  EXPECT_EQ(Field(s, "not_clear_matched").number_value(), 250);
   EXPECT_EQ(Field(s, "left_out").number_value(), 150);
   EXPECT_EQ(Field(s, "next_after").string_value(), "ep-099");
 
   s = Agent("page_size=120&after=ep-099");
-  EXPECT_EQ(leases_->asked_after, "ep-099");
-  EXPECT_EQ(leases_->asked_max, 120u);
-  EXPECT_EQ(Field(s, "leases").list_value().values_size(), 120);
+  EXPECT_EQ(sets_->asked.back(), std::make_pair(std::string("ep-099"),
+                                                size_t{121}));
+  EXPECT_EQ(Field(s, "not_clear").list_value().values_size(), 120);
   EXPECT_EQ(Field(s, "after").string_value(), "ep-099");
+  EXPECT_EQ(Field(s, "page_size").number_value(), 120);
   EXPECT_EQ(Field(s, "left_out").number_value(), 30);
   EXPECT_EQ(Field(s, "next_after").string_value(), "ep-219");
 
   s = Agent("page_size=1000&after=ep-219");  // the last page
-  EXPECT_EQ(Field(s, "leases").list_value().values_size(), 30);
+  EXPECT_EQ(Field(s, "not_clear").list_value().values_size(), 30);
+  EXPECT_EQ(Field(s, "not_clear_matched").number_value(), 30);
   EXPECT_EQ(Field(s, "left_out").number_value(), 0);
   EXPECT_EQ(Field(s, "next_after").string_value(), "");
+
+  s = Agent("after=ep-249");  // past the end
+  EXPECT_EQ(Field(s, "not_clear").list_value().values_size(), 0);
+  EXPECT_EQ(Field(s, "next_after").string_value(), "");
+}
+
+// A prefix pause sits in every replica's set under one target: paging by
+// target must neither split nor lose its entries.
+TEST_F(AgentStatusApiTest, APageNeverSplitsATargetsEntries) {
+  ScriptedSets sets(0, clock_.Now());
+  for (const char* replica : {"stagger-0", "stagger-1", "stagger-2"}) {
+    sets.Add({"tenant-7/", "prefix", "PAUSED", replica, absl::InfinitePast()});
+  }
+  sets.Add({"a", "endpoint", "BREAKER", "stagger-0", absl::InfinitePast()});
+  sets.Add({"b", "endpoint", "BREAKER", "stagger-1", absl::InfinitePast()});
+  sets.Add({"zz", "endpoint", "NEAR_TRIP", "stagger-2", absl::InfinitePast()});
+  AgentStatusApi api({"x", "fail_open", true}, std::ref(sets), &tally_,
+                     &clock_);
+  const auto page = [&](const std::string& query) {
+    const status::HttpResponse r = api.Agent(query);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ParseJson(r.body);
+  };
+  // Pages of 3: "tenant-7/" would straddle the first; it starts the next.
+  Struct s = page("page_size=3");
+  EXPECT_EQ(Targets(s),
+            (std::vector<std::string>{"a@stagger-0", "b@stagger-1"}));
+  EXPECT_EQ(Field(s, "left_out").number_value(), 4);
+  EXPECT_EQ(Field(s, "next_after").string_value(), "b");
+  s = page("page_size=3&after=b");
+  EXPECT_EQ(Targets(s), (std::vector<std::string>{"tenant-7/@stagger-0",
+                                                  "tenant-7/@stagger-1",
+                                                  "tenant-7/@stagger-2"}));
+  EXPECT_EQ(Field(s, "next_after").string_value(), "tenant-7/");
+  s = page("page_size=3&after=tenant-7/");
+  EXPECT_EQ(Targets(s), std::vector<std::string>{"zz@stagger-2"});
+  EXPECT_EQ(Field(s, "next_after").string_value(), "");
+
+  // Pages of 1: the three entries of "tenant-7/" come as one page of 3
+  // (the source asked again for more), then "zz".
+  s = page("page_size=1&after=b");
+  EXPECT_EQ(Targets(s).size(), 3u);
+  EXPECT_EQ(Field(s, "page_size").number_value(), 1);
+  EXPECT_EQ(Field(s, "not_clear_matched").number_value(), 4);
+  EXPECT_EQ(Field(s, "left_out").number_value(), 1);
+  EXPECT_EQ(Field(s, "next_after").string_value(), "tenant-7/");
+  EXPECT_EQ(sets.asked.back().second, 4u) << "asked 2, then 4";
+  s = page("page_size=1&after=tenant-7/");
+  EXPECT_EQ(Targets(s), std::vector<std::string>{"zz@stagger-2"});
+
+  // Walking every page of 2 shows each entry exactly once.
+  std::vector<std::string> seen;
+  std::string after;
+  for (int pages = 0; pages < 10; ++pages) {
+    s = page("page_size=2&after=" + after);
+    for (const std::string& t : Targets(s)) seen.push_back(t);
+    after = Field(s, "next_after").string_value();
+    if (after.empty()) break;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "a@stagger-0", "b@stagger-1", "tenant-7/@stagger-0",
+                      "tenant-7/@stagger-1", "tenant-7/@stagger-2",
+                      "zz@stagger-2"}));
 }
 
 TEST_F(AgentStatusApiTest, HostileQueriesAreRefusedWithTheirReason) {
@@ -320,6 +426,7 @@ TEST_F(AgentStatusApiTest, HostileQueriesAreRefusedWithTheirReason) {
     EXPECT_TRUE(absl::StartsWith(error, "query: ")) << error;
     EXPECT_TRUE(absl::StrContains(error, named)) << query << " -> " << error;
   }
+  EXPECT_TRUE(sets_->asked.empty()) << "a refused query reads nothing";
   EXPECT_EQ(api_.Decisions("page_size=1").status, 400);
 }
 
@@ -346,28 +453,41 @@ TEST_F(AgentStatusApiTest, TheChartIsTheRingsLastTenMinutes) {
   EXPECT_EQ(Field(v, "DONE").list_value().values(599).number_value(), 0);
 }
 
-TEST(AgentStatusJsonTest, KeysAreEscapedNotInterpreted) {
+TEST(AgentStatusJsonTest, TextIsEscapedNotInterpreted) {
   FakeClock clock;
   DecisionTally tally(&clock);
   const std::string key = "orders/<b>\"x\"</b>\\\x01";
   AgentStatusApi api({"127.0.0.1:50051", "fail_closed", false},
                      [&](absl::string_view, size_t) {
                        client::LeaseStatus s;
-                       s.leases.push_back(
-                           {key, "r\"0", 1, absl::InfinitePast(), 1, 1});
-                       s.leases_matched = 1;
+                       s.holder_id = "node <i>7</i>";
+                       ReplicaStatus r = Leased();
+                       r.name = "r\"0";
+                       r.refusal = "members [\"<a>\"]\n";
+                       r.leased = false;
+                       s.replicas.push_back(r);
+                       s.not_clear.push_back(
+                           {key, "prefix", "PAUSED", "r\"0",
+                            absl::FromUnixSeconds(1767225660)});
+                       s.not_clear_matched = 1;
                        return s;
                      },
                      &tally, &clock);
   const status::HttpResponse r = api.Agent("");
   ASSERT_EQ(r.status, 200);
   const Struct s = ParseJson(r.body);
-  const Struct& lease =
-      Field(s, "leases").list_value().values(0).struct_value();
-  EXPECT_EQ(Field(lease, "endpoint").string_value(), key);
-  EXPECT_EQ(Field(lease, "replica").string_value(), "r\"0");
-  EXPECT_EQ(Field(lease, "expires").kind_case(), Value::kNullValue);
-  EXPECT_FALSE(Field(s, "coordinator_up").bool_value());  // no replicas
+  EXPECT_EQ(Field(s, "agent_id").string_value(), "node <i>7</i>");
+  const Struct& replica =
+      Field(s, "replicas").list_value().values(0).struct_value();
+  EXPECT_EQ(Field(replica, "name").string_value(), "r\"0");
+  EXPECT_EQ(Field(replica, "refusal").string_value(), "members [\"<a>\"]\n");
+  EXPECT_EQ(Field(replica, "lease_state").string_value(), "REFUSED");
+  const Struct& entry =
+      Field(s, "not_clear").list_value().values(0).struct_value();
+  EXPECT_EQ(Field(entry, "target").string_value(), key);
+  EXPECT_EQ(Field(entry, "replica").string_value(), "r\"0");
+  EXPECT_EQ(Field(entry, "until").string_value(), "2026-01-01T00:01:00+00:00");
+  EXPECT_TRUE(Field(s, "coordinator_up").bool_value());
   EXPECT_FALSE(Field(s, "leases_on").bool_value());
   EXPECT_EQ(Field(s, "fallback").string_value(), "fail_closed");
 }
@@ -375,8 +495,9 @@ TEST(AgentStatusJsonTest, KeysAreEscapedNotInterpreted) {
 // ---- a real client's lease_status -------------------------------------------
 
 // A real client with leases on, its coordinator away (a loopback port
-// nothing listens on): one replica, its stream kept but not up, no leases.
-TEST(LeaseStatusTest, ARealClientReportsItsReplicaAndStream) {
+// nothing listens on): one replica, its stream kept but down, no lease, no
+// copy of a set; and the JSON the page reads, made from it.
+TEST(LeaseStatusTest, ARealClientReportsItsReplicaStreamAndLease) {
   client::ClientOptions o;
   o.target = "127.0.0.1:1";
   o.leases = true;
@@ -386,12 +507,40 @@ TEST(LeaseStatusTest, ARealClientReportsItsReplicaAndStream) {
   const client::LeaseStatus s = (*c)->lease_status("", 10);
   EXPECT_EQ(s.holder_id, "agent-under-test");
   ASSERT_EQ(s.replicas.size(), 1u);
-  EXPECT_EQ(s.replicas[0].target, "127.0.0.1:1");
-  EXPECT_TRUE(s.replicas[0].stream);
-  EXPECT_FALSE(s.replicas[0].stream_connected);
-  EXPECT_NE(s.replicas[0].incarnation, 0u);
-  EXPECT_TRUE(s.leases.empty());
-  EXPECT_EQ(s.leases_matched, 0);
+  const ReplicaStatus& r = s.replicas[0];
+  EXPECT_EQ(r.target, "127.0.0.1:1");
+  EXPECT_TRUE(r.stream);
+  EXPECT_FALSE(r.stream_connected);
+  EXPECT_NE(r.incarnation, 0u);
+  EXPECT_FALSE(r.leased);
+  EXPECT_EQ(r.lease_left, absl::ZeroDuration());
+  EXPECT_FALSE(r.in_sync);
+  EXPECT_EQ(r.set_version, 0u);
+  EXPECT_EQ(r.not_clear, 0);
+  EXPECT_EQ(r.refusal, "");
+  EXPECT_TRUE(s.not_clear.empty());
+  EXPECT_EQ(s.not_clear_matched, 0);
+
+  FakeClock clock;
+  DecisionTally tally(&clock);
+  AgentStatusApi api({o.target, "fail_open", true},
+                     [&c](absl::string_view after, size_t max) {
+                       return (*c)->lease_status(after, max);
+                     },
+                     &tally, &clock);
+  const status::HttpResponse page = api.Agent("page_size=5");
+  ASSERT_EQ(page.status, 200) << page.body;
+  const Struct json = ParseJson(page.body);
+  EXPECT_EQ(Field(json, "agent_id").string_value(), "agent-under-test");
+  const Struct& replica =
+      Field(json, "replicas").list_value().values(0).struct_value();
+  EXPECT_EQ(Field(replica, "stream").string_value(), "DOWN");
+  EXPECT_EQ(Field(replica, "lease_state").string_value(), "STREAM_DOWN");
+  EXPECT_EQ(Field(replica, "incarnation").string_value(),
+            absl::StrCat(r.incarnation));
+  EXPECT_EQ(Field(replica, "set_version").string_value(), "0");
+  EXPECT_EQ(Field(json, "not_clear").list_value().values_size(), 0);
+  EXPECT_EQ(Field(json, "next_after").string_value(), "");
 
   client::ClientOptions off;
   off.target = "127.0.0.1:1";
@@ -402,6 +551,7 @@ TEST(LeaseStatusTest, ARealClientReportsItsReplicaAndStream) {
   ASSERT_EQ(p.replicas.size(), 1u);
   EXPECT_FALSE(p.replicas[0].stream);
   EXPECT_EQ(p.replicas[0].incarnation, 0u);
+  EXPECT_STREQ(LeaseState(p.replicas[0]), "OFF");
 }
 
 // ---- the page over HTTP -----------------------------------------------------
@@ -411,7 +561,7 @@ TEST(AgentStatusPageTest, ServesThePageItsAssetsAndTheJsonOnLoopback) {
   DecisionTally tally(&clock);
   auto page = AgentStatusPage::Start(
       "127.0.0.1:0", {"127.0.0.1:50051", "fail_open", true},
-      ScriptedLeases(3, clock.Now()), &tally, &clock);
+      ScriptedSets(3, clock.Now()), &tally, &clock);
   ASSERT_TRUE(page.ok()) << page.status();
   const int port = (*page)->port();
   ASSERT_GT(port, 0);
@@ -439,7 +589,7 @@ TEST(AgentStatusPageTest, ServesThePageItsAssetsAndTheJsonOnLoopback) {
   EXPECT_EQ(missing->status, 404);  // staggerd's, not the agent's
 
   auto bad = AgentStatusPage::Start(
-      "no-port", {}, ScriptedLeases(0, clock.Now()), &tally, &clock);
+      "no-port", {}, ScriptedSets(0, clock.Now()), &tally, &clock);
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "status_address"));

@@ -5,6 +5,7 @@
 //   {"succeeded": N, "ended_otherwise": M, "errors": E}
 // Exit 0 if every delivery succeeded.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -37,8 +38,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < absl::GetFlag(FLAGS_deliveries); ++i) {
     const std::string ep = absl::StrCat(absl::GetFlag(FLAGS_endpoint_prefix),
                                         i % absl::GetFlag(FLAGS_endpoints));
-    stagger::client::LoopResult r = loop.Run(ep, [](int) {
-      return stagger::client::AttemptResult{stagger::engine::Outcome::kSuccess};
+    stagger::client::LoopResult r = loop.Run(ep, [](const stagger::client::Attempt&) {
+      return stagger::client::AttemptResult{stagger::engine::Outcome::kSuccess,
+                                            std::nullopt};
     });
     if (r.end == stagger::client::LoopEnd::kSucceeded) {
       ++succeeded;

@@ -4,8 +4,9 @@ generated stubs). What the leases issue promises:
 
   * healthy deliveries are answered by the agents, not the coordinator,
     and their counts reach it;
-  * a failure that opens an endpoint's breaker revokes every agent's lease
-    on it: their next first attempts are the coordinator's to answer;
+  * a failure that opens an endpoint's breaker puts it in the coordinator's
+    not-clear set, pushed to every agent: their next first attempts on it
+    are the coordinator's to answer;
   * bad input gets the same answer from an agent as from staggerd;
   * a coordinator killed -9 leaves the agent answering (its fallback), and
     the agent reconnects when it is back;
@@ -36,8 +37,18 @@ AGENT = os.environ["STAGGER_AGENT"]
 WORKER = os.environ["AGENT_WORKER"]
 VECTORS = os.environ["STAGGER_VECTORS"]
 TIMEOUT = 10.0  # per call: a loaded CI machine
-# Leases granted one ttl after staggerd starts: short, so tests wait little.
+# Leases are granted once staggerd has run one ttl and its longest probe
+# timeout (sync.proto, "Probes"): both short, so tests wait little.
 LEASE_TTL = ["--lease_ttl=1s"]
+
+
+def quick_config(tmp_path, text=""):
+    """A config file with a 1 s probe timeout (and `text` inside
+    default_policy's breaker), for a staggerd that leases within seconds."""
+    config = tmp_path / "config.textproto"
+    config.write_text("default_policy { breaker { probe_timeout { seconds: 1 }"
+                      " %s } }\n" % text)
+    return ["--config=%s" % config]
 
 
 @pytest.fixture
@@ -116,8 +127,8 @@ def warm_up(agent, s, endpoints):
     poll_until("leases on %d endpoints" % len(endpoints), all_leased)
 
 
-def test_workers_in_two_languages_through_three_agents(procs):
-    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL))
+def test_workers_in_two_languages_through_three_agents(procs, tmp_path):
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + quick_config(tmp_path)))
     d = sockdir()
     agents = [procs(Agent(AGENT, os.path.join(d, "a%d.sock" % i), sd.target))
               for i in range(3)]
@@ -172,8 +183,8 @@ def test_workers_in_two_languages_through_three_agents(procs):
         for a in agents))
 
 
-def test_counts_of_local_answers_fund_the_coordinators_budget(procs):
-    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL))
+def test_counts_of_local_answers_fund_the_coordinators_budget(procs, tmp_path):
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + quick_config(tmp_path)))
     agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target))
     s = stub(agent.target)
     ep = "https://counted.example"
@@ -187,11 +198,11 @@ def test_counts_of_local_answers_fund_the_coordinators_budget(procs):
         timeout=TIMEOUT).state.budget_remaining > 150)
 
 
-def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
-    config = tmp_path / "config.textproto"
-    config.write_text("default_policy { breaker { consecutive_failures: 3 "
-                      "open_base { seconds: 600 } open_max { seconds: 600 } } }\n")
-    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + ["--config=%s" % config]))
+def test_a_failure_that_opens_the_breaker_ends_local_answers_on_it(
+        procs, tmp_path):
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + quick_config(
+        tmp_path, "consecutive_failures: 3 open_base { seconds: 600 } "
+        "open_max { seconds: 600 }")))
     d = sockdir()
     # A loaded CI machine can take longer than the agent's default 50 ms to
     # answer; B's fallback (breaker closed) would then say PROCEED.
@@ -203,7 +214,7 @@ def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
     wait_for_lease(a, sa, ep)
     wait_for_lease(b, sb, ep)
     trip(sa, ep)
-    # B is told (how fast: bench/run's revoke_p99_ms); its first attempts
+    # B is told (how fast: bench/run's push_p99_ms); its first attempts
     # are the coordinator's again.
     last = []
 
@@ -213,14 +224,15 @@ def test_a_failure_that_opens_the_breaker_revokes_every_lease(procs, tmp_path):
         last[:] = [dec]
         return dec.reason == pb.CIRCUIT_OPEN
     try:
-        poll_until("B's lease revoked", revoked)
+        poll_until("B told the endpoint is not clear", revoked)
     except AssertionError as e:
         raise AssertionError("%s; B's last answer: %s" % (e, last)) from e
     for _ in range(20):
         dec = sb.Admit(pb.AdmitRequest(endpoint=ep, attempt=1),
                        timeout=TIMEOUT).decision
         assert (dec.verdict, dec.reason) == (pb.DEFER, pb.CIRCUIT_OPEN)
-    assert metric_sum(sd.scrape(), "stagger_lease_revocations_total") >= 2
+    poll_until("the endpoint in staggerd's not-clear set", lambda: (
+        metric_sum(sd.scrape(), "stagger_not_clear_entries") >= 1))
 
 
 def load_validation():
@@ -291,26 +303,30 @@ def test_bad_input_gets_the_same_answer_from_an_agent_as_from_staggerd(procs):
         assert got[0] == got[1] and got[0] != "OK", got
 
 
-def test_a_coordinator_killed_leaves_the_agent_answering(procs):
+def test_a_coordinator_killed_leaves_the_agent_answering(procs, tmp_path):
     port = free_port()
-    sd = procs(Staggerd(STAGGERD, port=port, extra=LEASE_TTL))
+    quick = LEASE_TTL + quick_config(tmp_path)
+    sd = procs(Staggerd(STAGGERD, port=port, extra=quick))
     agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target,
                         extra=["--recheck_interval=200ms"]))
     s = stub(agent.target)
     ep = "https://through-a-restart.example"
     wait_for_lease(agent, s, ep)
     sd.kill()
-    # Every call is answered: under the lease while it lasts, then by the
-    # agent's fallback; never an error.
-    seen = deliver(s, ep, 200) + deliver(s, "https://new.example", 50)
+    # Every call is answered: under the lease while it lasts (up to a ttl:
+    # endpoints never seen included), then by the agent's fallback; never
+    # an error.
+    seen = deliver(s, ep, 100) + deliver(s, "https://new.example", 25)
+    time.sleep(1.5)  # the 1 s lease has ended
+    seen += deliver(s, ep, 100) + deliver(s, "https://new.example", 25)
     assert seen.count(pb.PROCEED) == 250 and seen.count(pb.DONE) == 250
     assert metric_sum(agent.scrape(),
                       "stagger_client_fallback_decisions_total") > 0
-    sd2 = procs(Staggerd(STAGGERD, port=port, extra=LEASE_TTL))
+    sd2 = procs(Staggerd(STAGGERD, port=port, extra=quick))
     poll_until("the lease stream back", lambda: agent.scrape().get(
         "stagger_client_sync_streams_up") == 1.0)
-    # (The old staggerd's lease may still be answering for a moment: wait
-    # for the new one's grant, then for a call answered under it.)
+    # (The old staggerd's lease ends when the agent takes the new one's set;
+    # wait for the new one's renewal, then for a call answered under it.)
     poll_until("a lease from the new staggerd", lambda: (
         deliver(s, ep, 1) and
         metric_sum(sd2.scrape(), "stagger_lease_grants_total") >= 1))
@@ -318,6 +334,44 @@ def test_a_coordinator_killed_leaves_the_agent_answering(procs):
     poll_until("a call answered under it", lambda: (
         deliver(s, ep, 1) and metric_sum(
             agent.scrape(), "stagger_client_lease_decisions_total") > before))
+
+
+def test_the_fallback_keeps_to_the_last_not_clear_set(procs, tmp_path):
+    """staggerd dies after it pushed an open breaker and a pause: the
+    agent's fallback does not answer those keys as healthy. The paused one
+    is deferred until its pause ends, the tripped one gets the local
+    breaker opened; a healthy key proceeds."""
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + quick_config(
+        tmp_path, "consecutive_failures: 3 open_base { seconds: 60 } "
+        "open_max { seconds: 60 }")))
+    status_port = free_port()
+    agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target,
+                        extra=["--call_deadline=2s",
+                               "--status_address=127.0.0.1:%d" % status_port]))
+    s = stub(agent.target)
+    tripped, paused, healthy = ("https://tripped.example",
+                                "https://paused.example",
+                                "https://healthy.example")
+    wait_for_lease(agent, s, healthy)
+    trip(s, tripped)
+    subprocess.run([os.environ["STAGGERCTL"], "--address=" + sd.target,
+                    "pause", paused, "--for", "10m", "--reason", "maintenance"],
+                   check=True, capture_output=True, timeout=30)
+    poll_until("both keys in the agent's copy of the set", lambda: {
+        e["target"] for e in agent_status(status_port)["not_clear"]} >= {
+            tripped, paused})
+    sd.kill()
+    time.sleep(1.5)  # the 1 s lease has ended: the fallback decides
+    d = s.Admit(pb.AdmitRequest(endpoint=paused, attempt=1),
+                timeout=TIMEOUT).decision
+    assert (d.verdict, d.reason) == (pb.DEFER, pb.PAUSED), d
+    assert d.defer_for.seconds > 500, d  # until the pause's end (10 min)
+    d = s.Admit(pb.AdmitRequest(endpoint=tripped, attempt=1),
+                timeout=TIMEOUT).decision
+    assert (d.verdict, d.reason) == (pb.DEFER, pb.CIRCUIT_OPEN), d
+    d = s.Admit(pb.AdmitRequest(endpoint=healthy, attempt=1),
+                timeout=TIMEOUT).decision
+    assert d.verdict == pb.PROCEED, d
 
 
 def test_an_agent_killed_leaves_the_workers_library_deciding(procs):

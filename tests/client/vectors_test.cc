@@ -327,6 +327,10 @@ TEST(ClientVectors, PolicyDefaults) {
   EXPECT_EQ(ms("backoff.horizon_ms"), p.backoff.horizon);
   EXPECT_EQ(Int(Field(d, "breaker.consecutive_failures")),
             p.breaker.consecutive_failures);
+  EXPECT_EQ(Field(d, "breaker.failure_ratio").number_value(),
+            p.breaker.failure_ratio);
+  EXPECT_EQ(Int(Field(d, "breaker.min_throughput")), p.breaker.min_throughput);
+  EXPECT_EQ(ms("breaker.window_ms"), p.breaker.window);
   EXPECT_EQ(ms("breaker.open_base_ms"), p.breaker.open_base);
   EXPECT_EQ(ms("breaker.open_max_ms"), p.breaker.open_max);
   EXPECT_EQ(Int(Field(d, "breaker.half_open_probes")),
@@ -336,7 +340,7 @@ TEST(ClientVectors, PolicyDefaults) {
   EXPECT_EQ(ms("breaker.probe_timeout_ms"), p.breaker.probe_timeout);
   EXPECT_EQ(ms("deferral.spread_ms"), p.deferral.spread);
   EXPECT_EQ(Int(Field(d, "limits.max_key_bytes")), limits.max_key_bytes);
-  EXPECT_EQ(d.struct_value().fields_size(), 15)
+  EXPECT_EQ(d.struct_value().fields_size(), 18)
       << "a field added to policy_defaults needs its check here";
 }
 

@@ -111,7 +111,7 @@ function dashboardErrors(dash) {
   if (!cost) err("missing panel: coordinator cost per delivery");
   else for (const e of costErrors(cost)) err(`panel "${cost.title}": ${e}`);
   has((p) => exprs(p).some((e) => /stagger_leases\{/.test(e)) && exprs(p).some((e) => /stagger_client_leases\{/.test(e)), "leases granted and held");
-  has((p) => exprs(p).some((e) => /rate\(stagger_lease_revocations_total/.test(e)), "lease revocations");
+  has((p) => exprs(p).some((e) => /stagger_not_clear_entries\{/.test(e)), "the not-clear set");
   has((p) => exprs(p).some((e) => /rate\(stagger_client_lease_decisions_total/.test(e) && /by \([^)]*\bverdict\b/.test(e)), "agents' decisions under leases by verdict");
   has((p) => exprs(p).some((e) => /stagger_client_sync_streams_up/.test(e)), "agents' lease streams");
   has((p) => exprs(p).some((e) => /rate\(stagger_client_fallback_decisions_total\{[^}]*job=~"\$agent_job"/.test(e) && /by \([^)]*\binstance\b/.test(e)), "agents' fallback decisions per agent");
@@ -188,7 +188,7 @@ test("the queries cover the server and client metrics", () => {
   for (const n of ["stagger_decisions_total", "stagger_retry_delay_seconds_bucket", "stagger_endpoints",
     "stagger_rpc_duration_seconds_bucket", "stagger_budget_refusals_total", "stagger_retry_after_total",
     "stagger_client_coordinator_up", "stagger_client_fallback_decisions_total",
-    "stagger_sync_messages_total", "stagger_lease_grants_total", "stagger_lease_revocations_total", "stagger_leases",
+    "stagger_sync_messages_total", "stagger_lease_grants_total", "stagger_not_clear_entries", "stagger_leases",
     "stagger_client_lease_decisions_total", "stagger_client_leases", "stagger_client_sync_streams_up",
     "stagger_client_sync_flushes_total", "stagger_client_sync_reconnects_total", "stagger_client_coordinator_errors_total"]) {
     assert.ok(names.has(n), `no panel uses ${n}`);

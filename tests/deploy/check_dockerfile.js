@@ -271,13 +271,16 @@ if (mode === "lint") {
   });
 }
 
-// What each image must be: its EXPOSEd ports and its exec-form ENTRYPOINT
-// (checked by `entrypoint(args)`).
+// What each image must be: its EXPOSEd ports, its exec-form ENTRYPOINT
+// (checked by `entrypoint(args)`), and the exec-form CMD that makes each
+// exposed port listen on all of the container's interfaces (the programs'
+// own defaults are loopback).
 const IMAGE_RULES = {
   staggerd: {
     ports: ["50051", "9464"],
     entrypoint: (e) => e.length === 1 && e[0] === "/usr/local/bin/staggerd",
     want: '["/usr/local/bin/staggerd"]',
+    listen: { "50051": "--address", "9464": "--metrics_address" },
     // Files besides the program the image may copy from the context.
     extra: [],
     packages: [],
@@ -289,6 +292,7 @@ const IMAGE_RULES = {
     entrypoint: (e) => e.length === 4 && e[0] === "/bin/sh" && e[1] === "-c" &&
       /^umask 0007 && exec \/usr\/local\/bin\/stagger-agent "\$@"$/.test(e[2]) && e[3] === "stagger-agent",
     want: '["/bin/sh", "-c", "umask 0007 && exec /usr/local/bin/stagger-agent \\"$@\\"", "stagger-agent"]',
+    listen: { "9465": "--metrics_address" },
     extra: ["deploy/stagger-agent-health /usr/local/bin/stagger-agent-health"],
     packages: ["curl"],
   },
@@ -369,6 +373,15 @@ function structureErrors(text) {
     let epArgs = null;
     try { epArgs = ep && JSON.parse(ep.args); } catch { /* shell form */ }
     if (!Array.isArray(epArgs) || !rule.entrypoint(epArgs)) err(`image ${name}: ENTRYPOINT must be the exec form ${rule.want}`);
+    const cmd = st.instructions.filter((i) => i.op === "CMD").pop();
+    let cmdArgs = null;
+    try { cmdArgs = cmd && JSON.parse(cmd.args); } catch { /* shell form */ }
+    for (const [port, flag] of Object.entries(rule.listen)) {
+      const want = `${flag}=0.0.0.0:${port}`;
+      if (!Array.isArray(cmdArgs) || !cmdArgs.includes(want)) {
+        err(`image ${name}: CMD must be the exec form with ${want} (the program's own default is loopback, out of reach of the EXPOSEd port)`);
+      }
+    }
   }
   return errors;
 }
@@ -409,6 +422,9 @@ if (mode === "structure") {
     ["agent metrics port not exposed", (t) => t.replace("EXPOSE 9465", "EXPOSE 9466"), /image stagger-agent: EXPOSE lacks 9465/],
     ["shell-form ENTRYPOINT", (t) => t.replace('ENTRYPOINT ["/usr/local/bin/staggerd"]', "ENTRYPOINT staggerd"), /image staggerd: ENTRYPOINT must be the exec form/],
     ["agent entrypoint without the umask", (t) => t.replace("umask 0007 && ", ""), /image stagger-agent: ENTRYPOINT must be the exec form/],
+    ["staggerd on its loopback default", (t) => t.replace('CMD ["--address=0.0.0.0:50051", "--metrics_address=0.0.0.0:9464"]', 'CMD ["--metrics_address=0.0.0.0:9464"]'), /image staggerd: CMD must be the exec form with --address=0.0.0.0:50051/],
+    ["staggerd's metrics on loopback", (t) => t.replace("--metrics_address=0.0.0.0:9464", "--metrics_address=127.0.0.1:9464"), /image staggerd: CMD must be the exec form with --metrics_address=0.0.0.0:9464/],
+    ["the agent's metrics on its loopback default", (t) => t.replace('CMD ["--metrics_address=0.0.0.0:9465"]\n', ""), /image stagger-agent: CMD must be the exec form with --metrics_address=0.0.0.0:9465/],
     ["agent entrypoint without exec", (t) => t.replace("&& exec /usr/local/bin/stagger-agent", "&& /usr/local/bin/stagger-agent"), /image stagger-agent: ENTRYPOINT must be the exec form/],
   ];
 

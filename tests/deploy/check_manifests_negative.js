@@ -76,6 +76,9 @@ const cases = [
   ["wrong --config path", (d) => { container(d).args = container(d).args.map((a) => a.replace("config.textproto", "config.json")); }, /args lack --config=\/etc\/stagger\/config.textproto/],
   ["config file typo", (d) => { const cm = find(d, "ConfigMap"); cm.data["config.textproto"] = cm.data["config.textproto"].replace("max_attempts:", "max_attempt:"); }, /config.textproto does not parse: .*no field named "max_attempt"/],
   ["ConfigMap not in the output", (d) => { dep(d).spec.template.spec.volumes[0].configMap.name = "other"; }, /is not a ConfigMap of this output/],
+  ["gRPC on the default, loopback", (d) => { container(d).args = container(d).args.filter((a) => !a.startsWith("--address=")); }, /staggerd args lack --address=0.0.0.0:50051: the default listens on loopback only/],
+  ["metrics on loopback", (d) => { container(d).args = container(d).args.map((a) => a.replace("--metrics_address=0.0.0.0:9464", "--metrics_address=127.0.0.1:9464")); }, /--metrics_address=127.0.0.1:9464 must listen on all of the pod's interfaces \(0.0.0.0:9464\)/],
+  ["gRPC on another port than its container port", (d) => { container(d).args = container(d).args.map((a) => a.replace("--address=0.0.0.0:50051", "--address=0.0.0.0:50052")); }, /--address=0.0.0.0:50052 must listen on port 50051/],
   ["unnamed gRPC port", (d) => { find(d, "Service").spec.ports[0].name = "port-0"; }, /Service port grpc must be 50051/],
   ["gRPC port without appProtocol", (d) => { delete find(d, "Service").spec.ports[0].appProtocol; }, /appProtocol grpc/],
   ["Service selects nothing", (d) => { find(d, "Service").spec.selector = { app: "other" }; }, /Service selector does not match/],
@@ -198,6 +201,10 @@ const secureCases = [
     const c = container(d);
     c.args = c.args.filter((a) => !a.startsWith("--health_address="));
   }, /grpc probes need --health_address/],
+  ["the health port on loopback", (d) => {
+    const c = container(d);
+    c.args = c.args.map((a) => (a.startsWith("--health_address=") ? "--health_address=127.0.0.1:8081" : a));
+  }, /--health_address=127.0.0.1:8081 must listen on all of the pod's interfaces/],
   ["a policy without client certificates", (d) => {
     const c = container(d);
     c.args = c.args.filter((a) => !a.startsWith("--tls_client_ca_file="));
@@ -285,6 +292,8 @@ const agentCases = [
   ["staggerd's image for the agent", (d) => { dsAgent(d).image = "registry.example.com/platform/staggerd:0.1.0"; }, /is not the stagger-agent image/],
   ["token mounted", (d) => { dsPod(d).automountServiceAccountToken = true; }, /stagger-agent in .*automountServiceAccountToken must be false/],
   // --- metrics ---
+  ["agent metrics on the default, loopback", (d) => withoutArg(dsAgent(d), "--metrics_address"), /stagger-agent in DaemonSet stagger\/stagger-agent: args lack --metrics_address=0.0.0.0:PORT: the default listens on loopback only/],
+  ["agent metrics on loopback", (d) => setArg(dsAgent(d), "--metrics_address", "127.0.0.1:9465"), /--metrics_address=127.0.0.1:9465 must listen on all of the pod's interfaces/],
   ["metrics port not a container port", (d) => setArg(dsAgent(d), "--metrics_address", "0.0.0.0:9999"), /--metrics_address port 9999 must be a container port/],
   ["scrape annotation on the coordinators' port", (d) => { ds(d).spec.template.metadata.annotations["prometheus.io/port"] = "9464"; }, /prometheus.io\/port must be "9465"/],
   // --- workloads ---

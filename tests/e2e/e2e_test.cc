@@ -483,9 +483,9 @@ TEST_F(E2ETest, RetryLoopDeliversThroughStaggerd) {
       EXPECT_EQ(e.decision.source, DecisionSource::kCoordinator);
     };
     client::RetryLoop loop(client_.get(), &canceller, o);
-    results[w] = loop.Run(absl::StrCat("e2e/loop/", w), [&](int attempt) {
+    results[w] = loop.Run(absl::StrCat("e2e/loop/", w), [&](const client::Attempt& a) {
       return client::AttemptResult{
-          attempt < 3 ? Outcome::kRetryableFailure : Outcome::kSuccess,
+          a.number < 3 ? Outcome::kRetryableFailure : Outcome::kSuccess,
           std::nullopt};
     });
   });

@@ -2,7 +2,8 @@
 // (AdmitRequest.wait) and the client library's RetryLoop uses them. Parked
 // deliveries are recalled when the breaker's probe succeeds, not at their
 // drawn check-in times; a staggerd killed with calls waiting leaves the
-// loops deciding by fallback with nothing lost; a drain answers every
+// loops to the fallback, which releases none before the coordinator's
+// deferral ends (docs/CLIENT_CONTRACT.md), with nothing lost; a drain answers every
 // waiting call before the port closes; a worker that cancels frees its
 // place. Real time on loopback; no upper bound on any latency is asserted.
 #include <atomic>
@@ -79,6 +80,7 @@ double Waiting(const StaggerdProcess& s) {
 struct Runs {
   std::vector<LoopResult> results;
   std::vector<Reason> go_reasons;
+  int local_answers = 0;  // decisions the fallback made
   absl::Mutex mu;
 };
 void Deliver(CoordinatorClient& c, int n, const Canceller& cancel,
@@ -89,15 +91,19 @@ void Deliver(CoordinatorClient& c, int n, const Canceller& cancel,
       RetryLoopOptions o;
       o.first_attempt = 2;
       o.on_decision = [&](const DecisionEvent& e) {
+        absl::MutexLock l(&out->mu);
         if (e.call == Call::kAdmit && e.decision.verdict == Verdict::kProceed) {
-          absl::MutexLock l(&out->mu);
           out->go_reasons.push_back(e.decision.reason);
+        }
+        if (e.decision.source == DecisionSource::kLocalFallback) {
+          ++out->local_answers;
         }
       };
       RetryLoop loop(&c, &cancel, o);
-      LoopResult r = loop.Run(kEp, [&](int) {
+      LoopResult r = loop.Run(kEp, [&](const Attempt&) {
         return AttemptResult{endpoint_up() ? Outcome::kSuccess
-                                           : Outcome::kRetryableFailure};
+                                           : Outcome::kRetryableFailure,
+                             std::nullopt};
       });
       absl::MutexLock l(&out->mu);
       out->results.push_back(std::move(r));
@@ -139,7 +145,7 @@ TEST(WaitingE2ETest, ParkedDeliveriesAreRecalledWhenTheProbeSucceeds) {
   EXPECT_EQ(Waiting(**server), 0);
 }
 
-TEST(WaitingE2ETest, AStaggerdKilledWithCallsWaitingLosesNoDelivery) {
+TEST(WaitingE2ETest, AStaggerdKilledWithCallsWaitingReleasesNoneAndLosesNone) {
   stagger::testing::ScratchDir dir;
   auto server = StartStaggerd(dir.path(), absl::Minutes(10));
   ASSERT_TRUE(server.ok()) << server.status();
@@ -148,17 +154,29 @@ TEST(WaitingE2ETest, AStaggerdKilledWithCallsWaitingLosesNoDelivery) {
   o.call_deadline = absl::Seconds(10);
   auto c = MakeClient(o);
   Trip(*c);
-  Canceller never;
+  Canceller stop;
   Runs runs;
-  std::thread deliveries([&] { Deliver(*c, 10, never, [] { return true; }, &runs); });
+  std::atomic<int> sent{0};
+  std::thread deliveries([&] {
+    Deliver(*c, 10, stop, [&] { return ++sent > 0; }, &runs);
+  });
   EXPECT_TRUE(PollUntil([&] { return Waiting(**server) >= 10; }));
   (*server)->Kill();
+  // Every waiting call fails over to the client's fallback, which knows
+  // nothing of the outage and would admit each delivery at once; the loop
+  // first sleeps the rest of the coordinator's deferral (the breaker's ten
+  // minutes): no herd on the endpoint the coordinator held back.
+  EXPECT_TRUE(PollUntil([&] {
+    absl::MutexLock l(&runs.mu);
+    return runs.local_answers >= 10;
+  }));
+  stop.Cancel();  // shutdown: every owed sleep ends at once
   deliveries.join();
-  // Every waiting call failed over to the client's fallback, which knows
-  // nothing of the outage: each delivery went and succeeded.
+  EXPECT_EQ(sent.load(), 0);
   ASSERT_EQ(runs.results.size(), 10u);
   for (const LoopResult& r : runs.results) {
-    EXPECT_EQ(r.end, LoopEnd::kSucceeded) << LoopEndName(r.end);
+    EXPECT_EQ(r.end, LoopEnd::kCancelled) << LoopEndName(r.end);
+    EXPECT_EQ(r.next_attempt, 2) << "nothing lost: it resumes where it was";
   }
 }
 

@@ -138,27 +138,34 @@ def retry_after():
 def sync():
     up = lambda text: encode("SyncUp", text, "stagger/v1/sync.proto")
     down = lambda text: encode("SyncDown", text, "stagger/v1/sync.proto")
-    hello = 'hello { agent_id: "a" incarnation: 1 } '
+    hello = ('hello { agent_id: "a" incarnation: 1 protocol: 2 '
+             'members: "stagger-0" next_count_seq: 1 } number: 1 ')
     counts = lambda seq, ep: (
         'counts { seq: %d endpoints { endpoint: "%s" buckets { start %s '
-        'first_attempts: 40 successes: 39 } } } ' % (seq, ep, ts(0)))
-    # Past learning mode (2 s), ask, count, count again (re-sent), fail.
-    write("sync", "grant_count_fail",
-          record(0, 210, up(hello + 'lease_asks: "a" lease_asks: "b"'))
-          + record(0, 10, up(counts(1, "a")))
-          + record(0, 10, up(counts(1, "a")))
+        'first_attempts: 40 successes: 39 last_success %s } } } '
+        % (seq, ep, ts(0), ts(0)))
+    # Open, count, count again (re-sent), fail twice, push, renew.
+    write("sync", "open_count_fail_push",
+          record(0, 210, up(hello))
+          + record(0, 10, up('number: 2 acked_incarnation: 7 acked_version: 2 '
+                             + counts(1, "a")))
+          + record(0, 10, up('number: 3 ' + counts(1, "a")))
           + record(2, 1, b"a") + record(2, 1, b"a")
-          + record(1, 1, up('lease_asks: "a"'))
-          + record(4, 300, b""))
-    write("sync", "revoke_ack", record(0, 210, up('lease_asks: "x"'))
-          + record(2, 1, b"x") + record(0, 1, up(
-              'lease_acks { endpoint: "x" epoch: 99999999999999 }')))
-    write("sync", "down_grant_revoke", record(3, 0, down(
-        'grants { endpoint: "e" epoch: 5 ttl { seconds: 5 } allowance: 3 '
-        'initial_jitter { nanos: 100000000 } } '
-        'revokes { endpoint: "f" epoch: 9 }')) + record(3, 5, down(
-        'revokes { endpoint: "e" epoch: 5 }')))
-    write("sync", "bad_counts", record(0, 0, up('counts { seq: 0 }'))
+          + record(4, 1, b"")
+          + record(0, 50, up('number: 4 acked_incarnation: 7 acked_version: 3')))
+    write("sync", "gap_and_protocol_1",
+          record(1, 0, up('hello { agent_id: "b" incarnation: 2 }'))
+          + record(0, 0, up(hello))
+          + record(0, 0, up(counts(5, "x"))))
+    write("sync", "down_snapshot_delta", record(3, 0, down(
+        'renewed: 1 ttl { seconds: 2 } version: 3 replica_time %s '
+        'snapshot { incarnation: 7 version: 3 entries { target { target: "e" '
+        'scope: SCOPE_ENDPOINT } why: NOT_CLEAR_BREAKER } policies { '
+        'default_initial_jitter { nanos: 100000000 } overrides { prefix: "p" '
+        'initial_jitter { seconds: 1 } } } }' % ts(0))) + record(3, 5, down(
+        'delta { incarnation: 7 from_version: 3 to_version: 4 removed { '
+        'target: "e" scope: SCOPE_ENDPOINT } }')))
+    write("sync", "bad_counts", record(0, 0, up(hello + 'counts { seq: 0 }'))
           + record(1, 0, up('counts { seq: 3 endpoints { endpoint: "" } }')))
 
 

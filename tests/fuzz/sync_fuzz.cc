@@ -1,38 +1,40 @@
-// Fuzz target sync: the lease stream (proto/stagger/v1/sync.proto) from
-// both ends, on a FakeClock: agents' messages through the coordinator's
-// LeaseHub into a real Engine, failure reports that revoke, and the
-// coordinator's answers through the agent's LeaseBook.
+// Fuzz target sync: the lease stream (proto/stagger/v1/sync.proto,
+// protocol 2) from both ends, on fake clocks: messages up, as bytes,
+// through the wire conversion into a replica's ReplicaSync beside a real
+// Engine; failure reports that put keys in its not-clear set; its pushes;
+// and messages down, as bytes, into an agent's AgentLink.
 //
 // Input: a sequence of records, each
 //   [op: 1 byte] [clock advance: 2 bytes, x 10 ms] [length: 2 bytes] [bytes]
-// op % 5: a SyncUp from agent A or agent B (bytes that do not parse are
-// skipped, as gRPC refuses them), a failure report on the key the bytes
-// name (then the hub's OnEndpointChanged, as CoordinatorService calls it),
-// a SyncDown applied to agent A's book (grants and revokes, then a local
-// Admit and a SUCCESS Report on each endpoint it names), or a ledger sweep.
-// The corpus is made by tests/fuzz/make_corpus.py.
+// op % 5: a SyncUp on stream A or stream B (opened by the first message
+// that carries a hello; bytes that do not parse are skipped, as gRPC
+// refuses them), a failure report on the key the bytes name, a SyncDown
+// applied to the agent's link (then a local Admit and a SUCCESS Report on
+// the key the bytes name), or the replica's Tick (its push goes to the
+// agent's link). The corpus is made by tests/fuzz/make_corpus.py.
 //
 // Invariants:
-//   - Handle answers a SyncDown or INVALID_ARGUMENT with a message;
-//   - every grant is for an endpoint the engine says is clear at that
-//     moment, with a ttl of the hub's and an allowance >= kMinAllowance;
-//   - applied_seq never goes backwards for an agent;
-//   - the book answers locally only first attempts (PROCEED,
-//     INITIAL_JITTER, admission kLocalAdmission) and successes (DONE).
+//   - the wire conversion and the replica answer or refuse with a message
+//     (INVALID_ARGUMENT, or FAILED_PRECONDITION for a protocol or a gap);
+//   - applied_seq never goes backwards on a stream;
+//   - the agent answers locally only first attempts (PROCEED,
+//     INITIAL_JITTER, admission kLocalAdmission) and successes (DONE), and
+//     never a key its copy of the set covers.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "absl/random/random.h"
 #include "absl/time/time.h"
 #include "google/protobuf/stubs/logging.h"
 #include "core/engine/endpoint_key.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
-#include "core/lease/lease_book.h"
+#include "core/lease/agent_link.h"
+#include "core/lease/replica_sync.h"
 #include "core/wire/sync_wire.h"
-#include "server/service/lease_hub.h"
 #include "stagger/v1/sync.pb.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/testing/fake_clock.h"
@@ -40,15 +42,29 @@
 namespace stagger::fuzz {
 namespace {
 
-constexpr absl::Duration kTtl = absl::Seconds(2);
-
 engine::EngineConfig SmallConfig() {
   engine::EngineConfig c;
   c.limits.max_endpoints = 8;
   c.limits.max_key_bytes = 64;
   c.default_policy.breaker.consecutive_failures = 2;
   c.default_policy.breaker.open_base = absl::Seconds(1);
+  c.default_policy.breaker.probe_timeout = absl::Seconds(1);
   return c;
+}
+
+lease::ReplicaSync::Options SyncOptions() {
+  lease::ReplicaSync::Options o;
+  o.ttl = absl::Seconds(2);
+  o.incarnation = 7;
+  return o;
+}
+
+lease::AgentLink::Options LinkOptions() {
+  lease::AgentLink::Options o;
+  o.agent_id = "a";
+  o.incarnation = 1;
+  o.members = {"stagger-0"};
+  return o;
 }
 
 class Session {
@@ -56,11 +72,10 @@ class Session {
   Session()
       : random_(11),
         engine_(SmallConfig(), &clock_, &random_),
-        hub_(&engine_, lease::LeaseLedger::Options{kTtl}, nullptr, &clock_,
-             nullptr) {
-    engine_.set_probe_hold([this](absl::string_view k, absl::Time now) {
-      return hub_.ProbeHeld(k, now);
-    });
+        replica_(SyncOptions(), &engine_, &clock_),
+        link_(LinkOptions()) {
+    replica_.AttachToEngine();
+    link_.OnOpen(clock_.Now());
   }
 
   void Run(ByteReader& in) {
@@ -77,73 +92,95 @@ class Session {
     switch (op) {
       case 0:
       case 1:
-        return Up(op == 0 ? lease::AgentKey{"a", 1} : lease::AgentKey{"b", 2},
-                  bytes);
+        return Up(op, bytes);
       case 2: {
         if (!engine::ValidateEndpointKey(bytes, 64).ok()) return;
         engine::ReportInput in;
         in.endpoint = bytes;
         in.outcome = engine::Outcome::kRetryableFailure;
         FUZZ_CHECK(engine_.Report(in).ok());
-        hub_.OnEndpointChanged(bytes);
         return;
       }
-      case 3:
-        return Down(bytes);
+      case 3: {
+        v1::SyncDown down;
+        if (!down.ParseFromString(bytes)) return;
+        absl::StatusOr<lease::Down> d = wire::FromProto(down);
+        if (!d.ok()) {
+          FUZZ_CHECK(d.status().code() == absl::StatusCode::kInvalidArgument);
+          return;
+        }
+        link_.OnDown(*d, clock_.Now());
+        for (const v1::NotClear& e : down.snapshot().entries()) {
+          LocalCalls(e.target().target());
+        }
+        return;
+      }
       default:
-        hub_.Sweep();
+        if (std::optional<lease::Down> d = replica_.Tick()) {
+          link_.OnDown(*d, clock_.Now());
+        }
         return;
     }
   }
 
-  void Up(const lease::AgentKey& agent, const std::string& bytes) {
+  void Up(int stream, const std::string& bytes) {
     v1::SyncUp up;
     if (!up.ParseFromString(bytes)) return;
-    absl::StatusOr<v1::SyncDown> down = hub_.Handle(agent, up);
-    if (!down.ok()) {
-      FUZZ_CHECK(down.status().code() == absl::StatusCode::kInvalidArgument);
-      FUZZ_CHECK(!down.status().message().empty());
+    absl::StatusOr<lease::Up> in = wire::FromProto(up);
+    if (!in.ok()) {
+      FUZZ_CHECK(in.status().code() == absl::StatusCode::kInvalidArgument);
+      FUZZ_CHECK(!in.status().message().empty());
       return;
     }
-    for (const v1::LeaseGrant& g : down->grants()) {
-      FUZZ_CHECK(engine_.LeaseTermsFor(g.endpoint()).clear)
-          << "a lease on an endpoint that is not clear";
-      FUZZ_CHECK(g.ttl().seconds() == absl::ToInt64Seconds(kTtl));
-      FUZZ_CHECK(g.allowance() >= lease::LeaseLedger::kMinAllowance);
+    absl::StatusOr<lease::Down> down;
+    if (ids_[stream] == 0) {
+      if (!in->hello.has_value()) return;
+      absl::StatusOr<lease::ReplicaSync::Opened> o = replica_.Open(*in);
+      if (!o.ok()) {
+        Refused(o.status());
+        return;
+      }
+      ids_[stream] = o->stream;
+      down = o->first;
+    } else {
+      if (in->hello.has_value()) return;  // the stream refuses a second
+      down = replica_.Receive(ids_[stream], *in);
     }
-    uint64_t& last = applied_[agent.id];
-    if (down->applied_seq() != 0) {
-      FUZZ_CHECK(down->applied_seq() == up.counts().seq());
-      last = std::max(last, down->applied_seq());
+    if (!down.ok()) {
+      Refused(down.status());
+      return;
     }
+    v1::SyncDown back;
+    wire::ToProto(*down, &back);
+    FUZZ_CHECK(wire::FromProto(back).ok()) << "the replica wrote what it "
+                                              "cannot read";
+    uint64_t& last = applied_[stream];
+    FUZZ_CHECK(down->applied_seq == 0 || down->applied_seq >= last);
+    last = std::max(last, down->applied_seq);
   }
 
-  void Down(const std::string& bytes) {
-    v1::SyncDown down;
-    if (!down.ParseFromString(bytes)) return;
-    for (const v1::LeaseGrant& g : down.grants()) {
-      absl::StatusOr<lease::LeaseGrant> grant = wire::FromProto(g);
-      if (grant.ok()) book_.OnGrant(*grant, clock_.Now());
-    }
-    for (const v1::LeaseRevoke& r : down.revokes()) {
-      book_.OnRevoke(wire::FromProto(r));
-    }
-    for (const v1::LeaseGrant& g : down.grants()) LocalCalls(g.endpoint());
-    book_.TakeOutgoing(clock_.Now(), /*flush=*/true);
+  void Refused(const absl::Status& s) {
+    FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument ||
+               s.code() == absl::StatusCode::kFailedPrecondition)
+        << s;
+    FUZZ_CHECK(!s.message().empty());
   }
 
   void LocalCalls(const std::string& endpoint) {
+    const bool covered = link_.Covering(endpoint).has_value();
     engine::AdmitInput admit;
     admit.endpoint = endpoint;
     if (std::optional<engine::Decision> d =
-            book_.Admit(admit, clock_.Now(), random_.Get())) {
+            link_.Admit(admit, clock_.Now(), gen_)) {
+      FUZZ_CHECK(!covered) << "a local answer on a key the set covers";
       FUZZ_CHECK(d->verdict == engine::Verdict::kProceed &&
                  d->reason == engine::Reason::kInitialJitter &&
                  d->admission == engine::kLocalAdmission);
     }
     engine::ReportInput report;
     report.endpoint = endpoint;
-    if (std::optional<engine::Decision> d = book_.Report(report, clock_.Now())) {
+    if (std::optional<engine::Decision> d = link_.Report(report, clock_.Now())) {
+      FUZZ_CHECK(!covered);
       FUZZ_CHECK(d->verdict == engine::Verdict::kDone);
     }
   }
@@ -151,9 +188,11 @@ class Session {
   testing::FakeClock clock_;
   engine::SeededRandom random_;
   engine::Engine engine_;
-  service::LeaseHub hub_;
-  lease::LeaseBook book_;
-  std::map<std::string, uint64_t> applied_;
+  lease::ReplicaSync replica_;
+  lease::AgentLink link_;
+  absl::BitGen gen_;
+  std::map<int, uint64_t> ids_;
+  std::map<int, uint64_t> applied_;
 };
 
 }  // namespace

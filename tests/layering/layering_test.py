@@ -1,7 +1,10 @@
 """layering: the house's layers hold (tests/layering/layers.py states them).
 
-  1. Every source file includes only what its layer may (direct includes),
-     and no folder includes a folder that includes it back.
+  1. Every source file includes only what its layer may (direct includes:
+     C++ includes, and the imports of client/python, client/node and
+     client/go), no
+     folder includes a folder that includes it back, and no source file
+     lies outside every layer.
   2. The client's public headers (client/*.h) pull in, transitively, no
      gRPC, prometheus-cpp, protobuf or generated code, and each compiles on
      its own: asked of the compiler (-M -MG), since every library lives in
@@ -43,6 +46,21 @@ PLANTED = [
      'server/service/planted.cc: includes "client/coordinator_client.h"'),
     ("agent/planted.cc", '#include "server/daemon/drain.h"\n',
      'agent/planted.cc: includes "server/daemon/drain.h"'),
+    ("agent/planted_internal.cc",
+     '#include "client/internal/sync_session.h"\n',
+     'agent/planted_internal.cc: includes "client/internal/sync_session.h"'),
+    ("client/python/stagger/planted.py", "import os, requests\n",
+     "client/python/stagger/planted.py: includes requests"),
+    ("client/node/src/planted.ts", 'import axios from "axios";\n',
+     "client/node/src/planted.ts: includes axios"),
+    ("client/go/planted.go",
+     'package stagger\n\nimport (\n\t"fmt"\n\tredis "github.com/go-redis/redis"\n)\n',
+     "client/go/planted.go: includes github.com/go-redis/redis"),
+    ("client/node/src/planted_up.ts",
+     'import { x } from "../../../server/x";\n',
+     "client/node/src/planted_up.ts: includes ../../../server/x"),
+    ("core/planted_room/a.h", "#include <map>\n",
+     "core/planted_room/a.h: in no layer"),
 ]
 CYCLE = {
     "server/alpha/a.h": '#include "server/beta/b.h"\n',
@@ -51,6 +69,13 @@ CYCLE = {
 ALLOWED = {
     "core/engine/planted_ok.h": '#include "absl/time/time.h"\n#include <map>\n',
     "client/planted_ok.h": '#include "core/engine/decision.h"\n',
+    "client/python/stagger/planted_ok.py":
+        "import json\nimport grpc\nfrom stagger.v1 import coordinator_pb2\n"
+        "from . import clock\n",
+    "client/node/src/planted_ok.ts":
+        'import * as grpc from "@grpc/grpc-js";\n'
+        'import { A } from "./gen/stagger/v1/coordinator";\n'
+        'import { B } from "./clock";\n',
 }
 
 

@@ -1,11 +1,11 @@
 // stagger-agent's status page: polls the JSON endpoints of the same server
 // (api/agent, api/decisions) with fetch() and redraws. Text from the
 // server only ever goes into the page through textContent and attributes,
-// never as HTML, so endpoint keys show as stored. Nothing is loaded from
-// anywhere else.
+// never as HTML, so endpoint keys, refusals and names show as stored.
+// Nothing is loaded from anywhere else.
 "use strict";
 
-const REFRESH_MS = 2000;  // the agent, its replicas and leases
+const REFRESH_MS = 2000;  // the agent, its replicas and not-clear entries
 const CHART_MS = 1000;    // the decisions chart
 const VERDICTS = ["PROCEED", "DEFER", "GIVE_UP", "DONE"];
 const SOURCES = [["lease", "under a lease"], ["coordinator", "coordinator"],
@@ -14,8 +14,25 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 
 const state = {
   errors: new Map(),  // source -> message, shown in the banner
-  after: "",          // the leases page shown starts after this endpoint
+  after: "",          // the entries' page shown starts after this target
   nextAfter: "",
+  refreshAgent: null,  // polls api/agent now (set by start)
+};
+
+// Each replica's lease_state (agent_status_api.h, LeaseState): a short
+// word for the cell, and what it means for this agent's answers.
+const LEASE_STATES = {
+  LIVE: ["live", "its keys outside the set are answered here"],
+  OFF: ["off", "leases off: every call goes to the coordinator"],
+  REFUSED: ["refused", ""],  // the replica's own words follow
+  OUT_OF_DATE: ["copy out of date",
+                "waiting for a snapshot of the set; its keys go to the coordinator"],
+  STREAM_DOWN: ["none: stream down",
+                "its keys go to the coordinator, or to the fallback"],
+  NOT_GRANTED: ["not granted yet",
+                "the coordinator's learning period after a start (one ttl, " +
+                "at least its longest probe_timeout), or this copy lacks a " +
+                "version the other leases hold"],
 };
 
 // The page's own query (?page_size=20) is passed on to api/agent, so an
@@ -66,18 +83,23 @@ function reportError(source, message) {
 }
 
 // Runs `fn` now and every `ms` after it finished; errors go to the banner
-// under `source` and clear on the next success.
+// under `source` and clear on the next success. Returns a function that
+// runs `fn` at once (a page turned), outside the schedule.
 function poll(source, ms, fn) {
-  const run = async () => {
+  const once = async () => {
     try {
       await fn();
       reportError(source, null);
     } catch (e) {
       reportError(source, e.message);
     }
+  };
+  const run = async () => {
+    await once();
     window.setTimeout(run, ms);
   };
   run();
+  return once;
 }
 
 // ---- times ---------------------------------------------------------------
@@ -86,6 +108,14 @@ function parseTime(s) {
   if (typeof s !== "string" || s === "") return null;
   const t = Date.parse(s.replace(/(\.\d{3})\d+/, "$1"));  // Date takes 3 digits
   return Number.isNaN(t) ? null : t;
+}
+
+// A lease's time left: "850 ms", "1.5 s", "42 s", "3 min".
+function durationText(ms) {
+  if (ms < 1000) return Math.max(0, Math.round(ms)) + " ms";
+  if (ms < 10000) return (ms / 1000).toFixed(1) + " s";
+  if (ms < 120000) return Math.round(ms / 1000) + " s";
+  return Math.round(ms / 60000) + " min";
 }
 
 function relative(ms) {
@@ -104,6 +134,29 @@ function whenText(s, now) {
 
 function cell(text, className) { return el("td", text, className); }
 
+// The lease's cell: a word (and the time left), then why, muted.
+function leaseCell(r) {
+  const [word, meaning] = LEASE_STATES[r.lease_state] || [r.lease_state, ""];
+  const td = cell(null, "lease state-" + r.lease_state);
+  td.dataset.state = r.lease_state;
+  let head = word;
+  if (r.leased) head += ", " + durationText(r.lease_left_ms) + " left";
+  td.append(el("span", head, "word"));
+  const why = r.lease_state === "REFUSED" ? r.refusal : meaning;
+  if (why) td.append(el("span", why, "why"));
+  return td;
+}
+
+// The copy of the replica's set: its version and size, and whether it is
+// current.
+function setCell(r) {
+  if (r.stream === "OFF") return cell("–", "set");
+  const td = cell("v" + r.set_version + ", " + r.not_clear +
+                  (r.not_clear === 1 ? " entry" : " entries"), "set");
+  if (!r.in_sync) td.append(el("span", "out of date", "why state-out-of-date"));
+  return td;
+}
+
 function replicaRow(r) {
   const tr = el("tr");
   tr.dataset.replica = r.name;
@@ -113,8 +166,8 @@ function replicaRow(r) {
                  "state-" + (r.serving ? "SERVING" : "NOT_SERVING")),
             cell(r.stream, "stream state-" + r.stream),
             cell(r.incarnation === "0" ? "–" : r.incarnation, "key"),
-            cell(r.leases_held, "num"), cell(r.flushes, "num"),
-            cell(r.reconnects, "num"));
+            leaseCell(r), setCell(r),
+            cell(r.flushes, "num"), cell(r.reconnects, "num"));
   return tr;
 }
 
@@ -131,12 +184,21 @@ function countsRow(source, label, counts) {
   return tr;
 }
 
-function leaseRow(l, now) {
+function entryRow(e, now) {
   const tr = el("tr");
-  tr.dataset.endpoint = l.endpoint;
-  tr.append(cell(l.endpoint, "key"), cell(l.replica, "key"), cell(l.epoch, "num"),
-            cell(whenText(l.expires, now)),
-            cell(l.left + " of " + l.allowance, "num"));
+  tr.dataset.target = e.target;
+  tr.dataset.replica = e.replica;
+  tr.append(cell(e.target, "key"), cell(e.scope), cell(e.why, "why-" + e.why),
+            cell(e.replica, "key"), cell(e.until === null ? "–" : whenText(e.until, now)));
+  return tr;
+}
+
+// The row an empty table shows, so that "none" is said, not implied.
+function emptyRow(text, columns) {
+  const tr = el("tr", null, "empty");
+  const td = cell(text, "muted");
+  td.colSpan = columns;
+  tr.append(td);
   return tr;
 }
 
@@ -148,6 +210,23 @@ function agentPath() {
   return "api/agent" + (s ? "?" + s : "");
 }
 
+function renderEntries(a, now) {
+  const rows = a.not_clear.map((e) => entryRow(e, now));
+  if (rows.length === 0) {
+    rows.push(emptyRow(a.after === "" ? "None: every key is clear."
+                                      : "None after this target.", 5));
+  }
+  $("not-clear").replaceChildren(...rows);
+  const from = a.after === "" ? "" : " after " + JSON.stringify(a.after);
+  $("not-clear-info").textContent =
+      a.not_clear_matched + " entr" + (a.not_clear_matched === 1 ? "y" : "ies") +
+      from + "; " + a.not_clear.length + " shown (pages of " + a.page_size + ")" +
+      (a.left_out > 0 ? ", " + a.left_out + " more on the next pages." : ".");
+  state.nextAfter = a.next_after;
+  $("next-page").disabled = a.next_after === "";
+  $("first-page").disabled = a.after === "";
+}
+
 function renderAgent(a) {
   const now = parseTime(a.now) ?? Date.now();
   $("agent-id").textContent = a.agent_id;
@@ -157,18 +236,14 @@ function renderAgent(a) {
   $("coordinator-up").textContent = a.coordinator_up ? "yes" : "no";
   $("updated").textContent = "updated " + new Date(now).toISOString().replace(/\.\d+Z$/, "Z");
   $("replicas").replaceChildren(...a.replicas.map(replicaRow));
+  $("streams-info").textContent =
+      a.flushes + " flushes and " + a.reconnects + " reconnects over all streams; " +
+      a.waiting_calls + " waiting call(s) held here, " + a.waiting_overflows +
+      " answered at once for want of room.";
   $("decision-counts").replaceChildren(
       ...SOURCES.map(([s, label]) => countsRow(s, label, a.decisions[s])));
-  $("leases").replaceChildren(...a.leases.map((l) => leaseRow(l, now)));
-  const from = state.after === "" ? "" : " after " + JSON.stringify(state.after);
-  $("leases-info").textContent =
-      a.leases_matched + " live lease(s)" + from + "; " + a.leases.length +
-      " shown (pages of " + a.page_size + ")" +
-      (a.left_out > 0 ? ", " + a.left_out + " more on the next pages." : ".") +
-      " " + a.flushes + " flushes and " + a.reconnects + " reconnects over all streams.";
-  state.nextAfter = a.next_after;
-  $("next-page").disabled = a.next_after === "";
-  $("first-page").disabled = state.after === "";
+  // An answer to a page the operator has already left is not drawn.
+  if (a.after === state.after) renderEntries(a, now);
 }
 
 // ---- the chart ---------------------------------------------------------------
@@ -228,9 +303,16 @@ function renderDecisions(d) {
 // ---- wiring -----------------------------------------------------------------
 
 function start() {
-  $("next-page").addEventListener("click", () => { state.after = state.nextAfter; });
-  $("first-page").addEventListener("click", () => { state.after = ""; });
-  poll("agent", REFRESH_MS, async () => renderAgent(await getJson(agentPath())));
+  const turnPage = (after) => {
+    state.after = after;
+    $("next-page").disabled = true;
+    $("first-page").disabled = true;
+    state.refreshAgent();
+  };
+  $("next-page").addEventListener("click", () => turnPage(state.nextAfter));
+  $("first-page").addEventListener("click", () => turnPage(""));
+  state.refreshAgent = poll("agent", REFRESH_MS,
+                            async () => renderAgent(await getJson(agentPath())));
   poll("decisions", CHART_MS, async () => renderDecisions(await getJson("api/decisions")));
 }
 

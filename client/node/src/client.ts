@@ -20,8 +20,12 @@
 //     there too. Local decisions have source "local", a fallbackCause,
 //     and admission LOCAL_ADMISSION (1) when they PROCEED an Admit.
 //   * Coordinator decisions carry the replica's admission token (echo it in
-//     the Report of that attempt: the delivery loop does) and whether the
-//     replica has shown it holds waiting calls (waitSupported).
+//     the Report of that attempt: the delivery loop does) and, as the
+//     answer says, whether the replica holds waiting calls
+//     (waitSupported). A DONE to anything but a success report is passed
+//     on as it came (the delivery loop ends "error").
+//   * The local engine decides on localPolicy (policy.ts; staggerd's
+//     defaults), with `random` as its uniform source.
 //   * Batches (admitBatch, reportBatch) are split by the replica each key
 //     routes to and put back in order; staggerd's batch checks run first
 //     when they are split (see admitBatch).
@@ -35,7 +39,7 @@ import { CancelledError, InvalidArgumentError } from "./errors";
 import type { Decision as WireDecision } from "./gen/stagger/v1/coordinator";
 import { LocalEngine, type LocalDecision } from "./local_engine";
 import { parseMembers, resolveDnsMembers, sortedByName, type Member, type MemberResolver, type MemberSpec } from "./members";
-import { DEFAULT_POLICY, type Random } from "./policy";
+import { checkPolicy, DEFAULT_POLICY, IDLE_EVICTION_MS, type LocalPolicy, type Random } from "./policy";
 import { Rendezvous } from "./rendezvous";
 import { Replica } from "./replica";
 import {
@@ -69,7 +73,10 @@ export interface ClientOptions {
   // TLS: the name expected in the coordinator's certificate.
   tlsServerName?: string;
   clock?: Clock; // default: Date.now
-  random?: Random; // default: Math.random
+  random?: Random; // the local engine's uniform source; default Math.random
+  // The local fallback's policy (fields not given: staggerd's defaults).
+  // Keep it equal to the coordinator's for fallback to decide as it does.
+  localPolicy?: Partial<LocalPolicy>;
 }
 
 // Counters for the host's own metrics (the C++ client's stagger_client_*).
@@ -94,7 +101,7 @@ export const MAX_BATCH_SIZE = 1000;
 const CONSIDERED_DOWN = "coordinator considered down (recheck interval not over); not called";
 const HEALTH_INTERVAL_MS = 250;
 const EVICTION_PERIOD_MS = Math.min(
-  Math.max(DEFAULT_POLICY.limits.idleEvictionMs / 10, 1000),
+  Math.max(IDLE_EVICTION_MS / 10, 1000),
   60_000,
 );
 
@@ -117,6 +124,7 @@ function checkOptions(o: ClientOptions): string[] {
   range("dns_refresh", o.dnsRefreshMs, 3_600_000, "1h");
   range("call_deadline", o.callDeadlineMs, 60_000, "1m");
   range("recheck_interval", o.recheckIntervalMs, 3_600_000, "1h");
+  errors.push(...checkPolicy({ ...DEFAULT_POLICY, ...o.localPolicy }));
   return errors;
 }
 
@@ -151,7 +159,7 @@ export class StaggerClient implements Coordinator {
     private readonly spec: MemberSpec,
   ) {
     this.clock = options.clock ?? realClock;
-    this.local = new LocalEngine(options.random ?? Math.random);
+    this.local = new LocalEngine(options.random ?? Math.random, Object.freeze({ ...DEFAULT_POLICY, ...options.localPolicy }));
     this.callDeadlineMs = options.callDeadlineMs ?? 50;
     this.recheckIntervalMs = options.recheckIntervalMs ?? 1000;
     this.dnsRefreshMs = options.dnsRefreshMs ?? 5000;
@@ -302,8 +310,7 @@ export class StaggerClient implements Coordinator {
   private fromWire(wire: WireDecision | undefined, replica: Replica): Decision | string {
     const d = decisionFromWire(wire, this.clock.now());
     if (typeof d === "string") return d;
-    if (wire!.waitSupported) replica.waitSupported = true;
-    return { ...d, waitSupported: replica.waitSupported, source: "coordinator", replica: replica.name };
+    return { ...d, waitSupported: wire!.waitSupported, source: "coordinator", replica: replica.name };
   }
 
   private async batch<Req extends AdmitRequest | ReportRequest>(
@@ -359,7 +366,8 @@ export class StaggerClient implements Coordinator {
       );
     }
     items.forEach((item, i) => {
-      const bad = call === "admit" ? checkAdmit(item as AdmitRequest) : checkReport(item as ReportRequest);
+      const max = this.local.policy.maxKeyBytes;
+      const bad = call === "admit" ? checkAdmit(item as AdmitRequest, max) : checkReport(item as ReportRequest, max);
       if (bad !== undefined) throw new InvalidArgumentError(`items[${i}].${bad}`);
     });
   }
@@ -380,11 +388,11 @@ export class StaggerClient implements Coordinator {
     const now = this.clock.now();
     let d: LocalDecision;
     if (call === "admit") {
-      const bad = checkAdmit(req as AdmitRequest);
+      const bad = checkAdmit(req as AdmitRequest, this.local.policy.maxKeyBytes);
       if (bad !== undefined) throw new InvalidArgumentError(bad);
       d = this.local.admit(req as AdmitRequest, now);
     } else {
-      const bad = checkReport(req as ReportRequest);
+      const bad = checkReport(req as ReportRequest, this.local.policy.maxKeyBytes);
       if (bad !== undefined) throw new InvalidArgumentError(bad);
       d = this.local.report(req as ReportRequest, now);
     }

@@ -22,3 +22,9 @@ export class CancelledError extends Error {
     super(message);
   }
 }
+
+// The coordinator's answer broke the protocol (DONE to a call that was not
+// a success report): a broken peer. The delivery loop ends "error" with it.
+export class ProtocolError extends Error {
+  override readonly name = "ProtocolError";
+}

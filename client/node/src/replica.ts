@@ -14,7 +14,6 @@
 //     (service "stagger.v1.RetryCoordinator") is asked every interval;
 //     NOT_SERVING (draining) makes serving false until SERVING again.
 //     Health errors change nothing.
-//   * waitSupported: sticky once any answer set Decision.wait_supported.
 //   * close() stops the watch and the checks and closes the channel.
 import {
   connectivityState,
@@ -43,7 +42,6 @@ export class Replica {
   private upState = true;
   private nextProbeMs = -Infinity; // while down: the earliest probe
   serving = true;
-  waitSupported = false;
   private closed = false;
   private lastState = connectivityState.IDLE;
   private healthTimer: NodeJS.Timeout | undefined;

@@ -26,7 +26,8 @@ from stagger.client import CoordinatorClient  # noqa: E402
 from stagger.decision import (Decision, Outcome, Reason, Source,  # noqa: E402
                               Verdict, reason_name)
 from stagger.endpoint_key import endpoint_key_from_url  # noqa: E402
-from stagger.errors import Cancelled, InvalidArgument, StaggerError  # noqa: E402
+from stagger.errors import (Cancelled, InvalidArgument,  # noqa: E402
+                            ProtocolError, StaggerError)
 from stagger.http_outcome import (outcome_from_http_status,  # noqa: E402
                                   parse_retry_after)
 from stagger.loop import (Attempt, AttemptResult, DecisionEvent,  # noqa: E402
@@ -37,7 +38,8 @@ from stagger.policy import LocalPolicy  # noqa: E402
 __all__ = [
     "Attempt", "AttemptResult", "Cancelled", "Canceller", "CoordinatorClient",
     "Decision", "DecisionEvent", "InvalidArgument", "LocalPolicy", "LoopEnd",
-    "LoopOptions", "LoopResult", "Member", "Outcome", "Reason", "RetryLoop",
+    "LoopOptions", "LoopResult", "Member", "Outcome", "ProtocolError", "Reason",
+    "RetryLoop",
     "Source", "StaggerError", "Verdict", "endpoint_key_from_url",
     "outcome_from_http_status", "parse_retry_after", "reason_name",
 ]

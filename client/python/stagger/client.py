@@ -24,8 +24,9 @@ happened (report) -- the C++ CoordinatorClient's contract
   * Admission tokens: admit() answers carry Decision.admission (the
     coordinator's token, 1 for a local PROCEED); pass it back as
     report(admission=...) for that attempt.
-  * Decision.wait_supported is True once the answering replica has said it
-    holds waiting Admits (forgotten when it goes down).
+  * Decision.wait_supported is the answer's own (the replica that answered
+    holds waiting Admits); a DONE to anything but a success report is
+    passed on as it came (the loop raises ProtocolError).
   * A background thread (only with several members or dns:///) asks each
     replica's health every health_interval and re-resolves a dns:///
     target every dns_refresh. close() stops it and the channels.
@@ -33,7 +34,7 @@ Thread-safe: share one client between a process's worker threads.
 """
 
 import dataclasses
-import random
+import random as random_module
 import threading
 import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -75,7 +76,7 @@ class CoordinatorClient:
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  tls_server_name: Optional[str] = None,
                  clock: Optional[Clock] = None,
-                 rng: Optional[random.Random] = None,
+                 random: Optional[Callable[[], float]] = None,
                  dns_refresh: float = 5.0, health_interval: float = 0.25,
                  resolve_members: Optional[MemberResolver] = None) -> None:
         spec = parse_members(target)
@@ -90,7 +91,7 @@ class CoordinatorClient:
         self._credentials, self._tls_name = credentials, tls_server_name
         self._clock = clock or REAL_CLOCK
         self._local = LocalEngine(self._policy, self._clock,
-                                  rng or random.Random())
+                                  random or random_module.Random().random)
         self._spec = spec
         self._resolve = resolve_members or resolve_dns_members
         self._lock = threading.Lock()
@@ -122,7 +123,7 @@ class CoordinatorClient:
         if wait is not None and wait > 0:
             timeout = min(wait, validation.MAX_WAIT_NS / 1e9) + 1.0
         decision, cause = self._call(endpoint, lambda r: r.stub.Admit, req,
-                                     timeout, cancel, success_report=False)
+                                     timeout, cancel)
         if decision is not None:
             return decision
         err = validation.admit_error(req, self._policy.max_key_bytes)
@@ -140,8 +141,7 @@ class CoordinatorClient:
         req = wire.to_report_request(endpoint, attempt, outcome, retry_after,
                                      admission, deadline, first_attempt_time)
         decision, cause = self._call(
-            endpoint, lambda r: r.stub.Report, req, self._call_deadline, None,
-            success_report=outcome == Outcome.SUCCESS)
+            endpoint, lambda r: r.stub.Report, req, self._call_deadline, None)
         if decision is not None:
             return decision
         err = validation.report_error(req, self._policy.max_key_bytes)
@@ -194,8 +194,8 @@ class CoordinatorClient:
         return None
 
     def _call(self, key: str, method: Callable[[Replica], Any], req: Any,
-              timeout: float, cancel: Optional[Canceller],
-              success_report: bool) -> Tuple[Optional[Decision], str]:
+              timeout: float,
+              cancel: Optional[Canceller]) -> Tuple[Optional[Decision], str]:
         """(the coordinator's decision, "") or (None, why not)."""
         r = self._route(key)
         if r is None:
@@ -217,14 +217,13 @@ class CoordinatorClient:
         except Exception as e:  # a channel closed under us, ...
             r.mark_down()
             return None, "coordinator %s: %s" % (r.name, e)
-        d = (wire.from_wire(resp.decision, self._clock.now(), r.name,
-                            success_report)
+        d = (wire.from_wire(resp.decision, self._clock.now(), r.name)
              if resp.HasField("decision") else None)
         if d is None:
             r.mark_down()
             return None, "coordinator %s answered no usable decision" % r.name
-        r.mark_up(d.wait_supported)
-        return dataclasses.replace(d, wait_supported=r.wait_supported), ""
+        r.mark_up()
+        return d, ""
 
     @staticmethod
     def _rpc(rpc: Any, req: Any, timeout: float,

@@ -9,6 +9,8 @@ Contract:
     bad input keeps working.
   * Cancelled: the Canceller fired during a call that waits (a waiting
     Admit); nothing was decided.
+  * ProtocolError: the coordinator answered something the contract rules
+    out (DONE to a call that was not a success report): a broken peer.
 Every error is a StaggerError.
 """
 
@@ -27,3 +29,7 @@ class InvalidArgument(StaggerError, ValueError):
 
 class Cancelled(StaggerError):
     """The call was cancelled by its Canceller before it was answered."""
+
+
+class ProtocolError(StaggerError):
+    """The coordinator's answer broke the protocol (a broken peer)."""

@@ -1,7 +1,7 @@
 """LocalEngine: how the client decides when neither stagger-agent nor any
-coordinator replica answers (fail-open). A subset of staggerd's engine,
-with its defaults (LocalPolicy), over this process's view of each endpoint
-only:
+coordinator replica answers (fail-open): docs/CLIENT_CONTRACT.md's
+fallback subset of staggerd's engine, on LocalPolicy (staggerd's defaults),
+over this process's view of each endpoint only:
 
   Admit(attempt):  attempt > max_attempts -> GIVE_UP(ATTEMPTS_EXHAUSTED);
                    past the deadline -> GIVE_UP(DEADLINE); breaker OPEN ->
@@ -10,20 +10,25 @@ only:
                    DEFER(RETRY_AFTER_WINDOW); HALF_OPEN -> a probe
                    (PROCEED(HALF_OPEN_PROBE)) or DEFER(HALF_OPEN_BUSY); a
                    retry -> PROCEED(ADMITTED); a first attempt ->
-                   PROCEED(INITIAL_JITTER, uniform[0, initial_jitter)).
+                   PROCEED(INITIAL_JITTER, u * initial_jitter).
   Report(outcome): SUCCESS -> DONE(SUCCEEDED), PERMANENT_FAILURE ->
                    GIVE_UP(NOT_RETRYABLE) (both: the endpoint answered). A
-                   failure feeds the breaker (not a 429 that carried
-                   Retry-After) and remembers the Retry-After (clamped to
-                   retry_after_max); then for attempt + 1: the attempt limit,
-                   the open or busy breaker, else PROCEED after decorrelated
-                   jitter min(cap, uniform[base, 3 * previous]) -- or after
-                   the Retry-After if that is longer (RETRY_AFTER), spread.
-  Deferrals come back spread over `spread`; a wait that would cross the
-  deadline becomes a last-chance attempt in the second before it, a backoff
-  that would is redrawn within the time left, as the engine does.
-Not here: the fleet-wide view, the retry budget, the learned release pace,
-the failure-ratio trip, pauses, waiting Admits (answered at once).
+                   failure remembers the Retry-After (clamped to
+                   retry_after_max) and feeds the breaker (breaker.py; not a
+                   429 that carried Retry-After); then for attempt + 1: the
+                   attempt limit, the open or busy breaker, else PROCEED
+                   after decorrelated jitter min(cap, base + u * (3 *
+                   previous - base)) -- or after the Retry-After if that is
+                   longer (RETRY_AFTER, + u * spread).
+  Deferrals come back at max(target, now + spread/2) + u * spread; a wait
+  that would cross the deadline becomes a last-chance attempt in the
+  second before it, a backoff that would is redrawn within the time left,
+  as the engine does.
+Every u is one draw from the uniform source `random` ([0, 1)), taken in
+the order above and only for a range of positive width: the contract
+states the order, so a scripted source gives exact delays.
+Not here (the coordinator's): the fleet-wide view, the retry budget, the
+learned release pace, pauses, waiting Admits (answered at once).
 Decisions are Source.LOCAL; a PROCEED to an Admit carries admission 1.
 Requests must be valid (validation.py runs first). Memory: at most
 policy.max_endpoints endpoints, the least recently used forgotten first.
@@ -33,9 +38,8 @@ Thread-safe (one lock).
 import collections
 import dataclasses
 import math
-import random
 import threading
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from stagger.breaker import BreakerState, LocalBreaker
 from stagger.clock import Clock
@@ -76,10 +80,10 @@ class _Ctx:
 
 class LocalEngine:
     def __init__(self, policy: LocalPolicy, clock: Clock,
-                 rng: random.Random) -> None:
+                 random: Callable[[], float]) -> None:
         self._p = policy
         self._clock = clock
-        self._rng = rng
+        self._random = random
         self._lock = threading.Lock()
         self._endpoints: "collections.OrderedDict[str, _Endpoint]" = (
             collections.OrderedDict())
@@ -102,7 +106,7 @@ class LocalEngine:
             c = self._ctx(endpoint, deadline, after_failure=True)
             c.st.breaker.refresh(c.now)
             if outcome in (Outcome.SUCCESS, Outcome.PERMANENT_FAILURE):
-                c.st.breaker.on_answer(self._p)
+                c.st.breaker.on_answer(self._p, c.now)
                 if outcome is Outcome.SUCCESS:
                     c.st.previous_delay = 0.0
                     a: _Answer = (Verdict.DONE, Reason.SUCCEEDED, 0.0, None)
@@ -133,7 +137,7 @@ class LocalEngine:
             c.st.retry_after_until = max(c.st.retry_after_until, c.now + ra)
         paced = outcome is Outcome.RATE_LIMITED and retry_after is not None
         if not paced:  # a 429 with Retry-After is pacing, not failing
-            c.st.breaker.on_failure(self._p, c.now, self._rng)
+            c.st.breaker.on_failure(self._p, c.now, self._random)
 
     # ---- the gates -------------------------------------------------------
 
@@ -157,8 +161,7 @@ class LocalEngine:
             return _proceed(Reason.HALF_OPEN_PROBE, 0.0)
         if attempt > 1:
             return _proceed(Reason.ADMITTED, 0.0)
-        return _proceed(Reason.INITIAL_JITTER,
-                        self._rng.random() * p.initial_jitter)
+        return _proceed(Reason.INITIAL_JITTER, self._u(0, p.initial_jitter))
 
     def _failure_gates(self, c: _Ctx, next_attempt: int) -> _Answer:
         p, b = self._p, c.st.breaker
@@ -176,13 +179,11 @@ class LocalEngine:
         p = self._p
         previous = min(max(c.st.previous_delay, p.backoff_base),
                        max(p.backoff_base, p.backoff_cap))
-        policy_delay = min(p.backoff_cap,
-                           self._rng.uniform(p.backoff_base, previous * 3))
+        policy_delay = min(p.backoff_cap, self._u(p.backoff_base, previous * 3))
         a = _proceed(Reason.BACKOFF, policy_delay)
         ra_left = c.st.retry_after_until - c.now
         if 0 < ra_left and ra_left >= policy_delay:
-            a = _proceed(Reason.RETRY_AFTER,
-                         ra_left + self._rng.random() * p.spread)
+            a = _proceed(Reason.RETRY_AFTER, ra_left + self._u(0, p.spread))
         a = self._fit_before_deadline(c, a)
         if a[0] is not Verdict.GIVE_UP and ra_left <= 0:
             c.st.previous_delay = policy_delay
@@ -193,8 +194,7 @@ class LocalEngine:
         room = left - LAST_CHANCE_WINDOW
         base = self._p.backoff_base
         if a[1] is Reason.BACKOFF and a[2] > room and room > base:
-            return _proceed(Reason.BACKOFF,
-                            base + self._rng.random() * (room - base))
+            return _proceed(Reason.BACKOFF, base + self._u(0, room - base))
         if a[2] <= left:
             return a
         if left <= LAST_CHANCE_WINDOW:
@@ -203,7 +203,7 @@ class LocalEngine:
 
     def _park(self, c: _Ctx, reason: Reason, target: float) -> _Answer:
         spread = self._p.spread
-        back = max(target, c.now + spread / 2) + self._rng.random() * spread
+        back = max(target, c.now + spread / 2) + self._u(0, spread)
         if back <= c.deadline:
             return (Verdict.DEFER, reason, 0.0, back)
         left = c.deadline - c.now
@@ -216,8 +216,12 @@ class LocalEngine:
     def _landing(self, c: _Ctx) -> float:
         """When a last-chance attempt is due: in the deadline's last second,
         at least LAST_CHANCE_MARGIN before it."""
-        return (c.deadline - LAST_CHANCE_WINDOW + self._rng.random() *
-                (LAST_CHANCE_WINDOW - LAST_CHANCE_MARGIN))
+        return (c.deadline - LAST_CHANCE_WINDOW +
+                self._u(0, LAST_CHANCE_WINDOW - LAST_CHANCE_MARGIN))
+
+    def _u(self, lo: float, hi: float) -> float:
+        """Uniform over [lo, hi): one draw, only when hi > lo."""
+        return lo + self._random() * (hi - lo) if hi > lo else lo
 
     @staticmethod
     def _decision(a: _Answer, attempt: int, now: float, cause: Optional[str],

@@ -1,45 +1,51 @@
 """RetryLoop: one delivery's ask -> wait -> send -> report loop, driven by
-the coordinator's decisions -- the C++ RetryLoop (client/retry_loop.h) with
-waiting admission:
+the coordinator's decisions. The loop docs/CLIENT_CONTRACT.md states for
+every client language (tests/conformance/ holds this one to it):
 
-  admit(n) -> PROCEED(delay)  sleep delay, send attempt n, report(n, outcome,
-                              admission of that admit)
-  report   -> DONE            end SUCCEEDED
-           -> PROCEED(d)      a failure: sleep d, then admit(n+1) -- or, once
-                              the coordinator has shown wait_supported (and
-                              d <= 60 s), admit(n+1, wait=d) at once instead
-                              of sleeping, so it can let the retry go early
-                              (RELEASED) when the endpoint recovers
-  any      -> GIVE_UP         end GAVE_UP; result.reason says why
-           -> DEFER(for)      admit again (same attempt) at once with
-                              wait = defer_for (at most 60 s) and a call
-                              deadline of wait + 1 s. A waiting call that
-                              comes back DEFER is parked: slept until its
-                              defer time (at least MIN_PARK), then asked
-                              again -- so a server that ignores `wait`
-                              never causes a hot loop. A park longer than
-                              options.park_limit ends the run DEFERRED
-                              instead (the caller parks the delivery in its
-                              queue and resumes with result.next_attempt).
-options.waiting=False turns waiting off (sleep, then ask, as the C++ loop).
-A waiting Admit decided locally (the coordinator went away) still owes the
-rest of its backoff: it is slept before the attempt goes.
+  admit(n)   PROCEED(d)  sleep d, send attempt n, report(n, outcome,
+                         admission of that admit)
+             DEFER(f)    park f (below), then admit(n) again
+             GIVE_UP     end GAVE_UP (result.reason says why)
+  report(n)  SUCCESS     end SUCCEEDED, whatever the answer
+  (failure)  PROCEED(d)  back off d (below), then admit(n + 1)
+             DEFER(f)    park f, then admit(n + 1)
+             GIVE_UP     end GAVE_UP
+  DONE to anything but a success report raises ProtocolError.
+
+Waiting admission (options.waiting, the default): when the answer came
+from a coordinator that holds waiting calls (Decision.wait_supported), a
+backoff d is waited through it -- admit(n + 1, wait=min(d, 60 s)), and
+again for the rest when a PROCEED(ADMITTED) comes back at the end of that
+wait with backoff still owed -- and a DEFER(f) is parked at it with
+admit(n, wait=min(max(f, MIN_PARK), 60 s)). Otherwise the loop sleeps the
+backoff, or max(f, MIN_PARK), then asks without waiting. A waiting admit
+answered by the local fallback (the coordinator went away) first sleeps
+the rest of what the coordinator's answer owed, then acts on the
+fallback's answer. A run ends DEFERRED when the delivery would stay
+parked longer than options.park_limit since the first DEFER of the
+stretch (infinite by default; 0: every DEFER ends it, to park the delivery
+in a queue and resume it with result.next_attempt and
+result.first_attempt_time).
 
 The send callable gets an Attempt (its number, and the timeout the worker
-must give its own HTTP call) and returns an AttemptResult
-(AttemptResult.from_http maps a status and Retry-After). A receiver that
-hangs is cut off by that timeout: raise TimeoutError (socket.timeout is
-one; a urllib URLError whose reason is one counts) or return
-AttemptResult(Outcome.TIMEOUT) -- reported as TIMEOUT. Any other OSError
-(refused, reset) is reported as RETRYABLE_FAILURE. Other exceptions are the
-callable's bug and propagate, the attempt unreported.
+must give its own HTTP call, options.attempt_timeout: 30 s) and returns an
+AttemptResult (AttemptResult.from_http maps a status and Retry-After). A
+receiver that hangs is cut off by that timeout: raise TimeoutError
+(socket.timeout is one; a urllib URLError whose reason is one counts) or
+return AttemptResult(Outcome.TIMEOUT) -- reported as TIMEOUT. Any other
+OSError (refused, reset) is reported as RETRYABLE_FAILURE. Other
+exceptions are the callable's bug and propagate, the attempt unreported.
 
-Cancellation (the Canceller) interrupts any sleep or waiting Admit at once
-and ends the run CANCELLED before the next attempt is sent; an attempt
-already running finishes and is reported. InvalidArgument (a bad endpoint
-key, ...) propagates. The coordinator going away never ends a run: the
-client decides locally (Decision.source LOCAL). Every call carries the
-delivery's deadline and first attempt time.
+Cancellation (the Canceller) is checked before every sleep, admit and
+send, and interrupts any sleep or waiting admit at once: the run ends
+CANCELLED before the next attempt is sent. An attempt already running
+finishes and is reported; a final answer is never turned into CANCELLED.
+Errors raise (Python's idiom; the other languages end the run ERROR):
+InvalidArgument for bad input (the coordinator's message, or the same
+message from the local checks), ProtocolError for a broken answer. The
+coordinator going away never ends a run: the client decides locally
+(Decision.source LOCAL). Every call carries the delivery's deadline and
+first attempt time.
 Thread-safety: a RetryLoop holds no per-run state; share it between threads
 if its options' callbacks are thread-safe.
 """
@@ -47,16 +53,17 @@ if its options' callbacks are thread-safe.
 import dataclasses
 import enum
 import math
-from typing import Callable, Optional, Protocol, Union
+from typing import Callable, Optional, Protocol
 
 from stagger.cancel import Canceller
 from stagger.clock import REAL_CLOCK, Clock
-from stagger.decision import Decision, Outcome, Source, Verdict, reason_name
-from stagger.errors import Cancelled
+from stagger.decision import Decision, Outcome, Reason, Source, Verdict, reason_name
+from stagger.errors import Cancelled, ProtocolError, StaggerError
 from stagger.http_outcome import outcome_from_http_status, parse_retry_after
 
 MAX_WAIT = 60.0    # AdmitRequest.wait's limit
-MIN_PARK = 0.01    # a DEFER is never slept for less
+MIN_PARK = 0.01    # a DEFER is never waited or slept for less
+DEFAULT_ATTEMPT_TIMEOUT = 30.0
 
 
 class Coordinator(Protocol):
@@ -82,6 +89,9 @@ class Attempt:
 
 @dataclasses.dataclass(frozen=True)
 class AttemptResult:
+    """What one attempt produced; named fields, all optional but the
+    outcome, so more of what the endpoint said fits without changing
+    callers."""
     outcome: Outcome
     # The endpoint's Retry-After in seconds (parse_retry_after), if any.
     retry_after: Optional[float] = None
@@ -104,7 +114,7 @@ SleepFn = Callable[[float, Canceller], bool]
 class LoopEnd(enum.Enum):
     SUCCEEDED = "SUCCEEDED"  # an attempt succeeded
     GAVE_UP = "GAVE_UP"      # dead-letter it: result.reason says why
-    DEFERRED = "DEFERRED"    # parked for longer than options.park_limit
+    DEFERRED = "DEFERRED"    # parked past options.park_limit
     CANCELLED = "CANCELLED"  # the Canceller fired
 
 
@@ -112,9 +122,14 @@ class LoopEnd(enum.Enum):
 class LoopResult:
     end: LoopEnd
     attempts_made: int            # sends during this run
-    next_attempt: int             # to resume with (DEFERRED, CANCELLED)
+    # The attempt to send next: one more than the last one sent, or the
+    # run's first attempt if none was (resume DEFERRED / CANCELLED here).
+    next_attempt: int
     last_decision: Optional[Decision]
     first_attempt_time: Optional[float]  # to resume with
+    # SUCCEEDED: an error the success's report got, if any (the delivery
+    # is done; log it).
+    error: Optional[StaggerError] = None
 
     @property
     def reason(self) -> Optional[int]:
@@ -122,6 +137,13 @@ class LoopResult:
         if self.end in (LoopEnd.GAVE_UP, LoopEnd.DEFERRED) and self.last_decision:
             return self.last_decision.reason
         return None
+
+    @property
+    def defer_for(self) -> float:
+        """DEFERRED: seconds to park the delivery; 0 otherwise."""
+        if self.end is LoopEnd.DEFERRED and self.last_decision:
+            return self.last_decision.defer_for
+        return 0.0
 
     def __str__(self) -> str:
         why = "" if self.reason is None else " (%s)" % reason_name(self.reason)
@@ -141,28 +163,18 @@ class DecisionEvent:
 @dataclasses.dataclass(frozen=True)
 class LoopOptions:
     deadline: Optional[float] = None     # Unix seconds, for the delivery
-    attempt_timeout: float = 10.0        # Attempt.timeout
+    attempt_timeout: float = DEFAULT_ATTEMPT_TIMEOUT  # Attempt.timeout
     waiting: bool = True                 # waiting admission
     park_limit: float = math.inf         # longer parks end the run DEFERRED
     sleep: Optional[SleepFn] = None      # default: Canceller.wait
-    clock: Optional[Clock] = None        # first_attempt_time, owed backoff
+    clock: Optional[Clock] = None        # first_attempt_time, owed time
     on_decision: Optional[Callable[[DecisionEvent], None]] = None
 
 
-@dataclasses.dataclass
-class _Run:
-    endpoint: str
-    next_attempt: int
-    first_attempt_time: Optional[float]
-    attempts_made: int = 0
-    last: Optional[Decision] = None
-
-    def end(self, how: LoopEnd) -> LoopResult:
-        return LoopResult(how, self.attempts_made, self.next_attempt,
-                          self.last, self.first_attempt_time)
-
-
-_Step = Union[DecisionEvent, LoopEnd]
+class _Wait(enum.Enum):
+    NONE = 0      # a plain admit
+    BACKOFF = 1   # a waiting admit for a backoff
+    PARK = 2      # a waiting admit for a DEFER
 
 
 def _is_timeout(e: OSError) -> bool:
@@ -174,6 +186,10 @@ class RetryLoop:
     def __init__(self, coordinator: Coordinator,
                  canceller: Optional[Canceller] = None,
                  options: LoopOptions = LoopOptions()) -> None:
+        if not (options.attempt_timeout > 0 and
+                math.isfinite(options.attempt_timeout)):
+            raise ValueError("attempt_timeout: must be > 0 seconds, got %r"
+                             % (options.attempt_timeout,))
         self._c = coordinator
         self._cancel = canceller or Canceller()
         self._o = options
@@ -185,86 +201,166 @@ class RetryLoop:
         """Delivers to `endpoint` until it succeeds, gives up, is deferred
         past park_limit or cancelled. A parked delivery resumes with
         first_attempt=result.next_attempt and its first_attempt_time."""
-        r = _Run(endpoint, first_attempt, first_attempt_time)
-        step = self._admit(r, first_attempt, None)
-        while isinstance(step, DecisionEvent):
-            ev, d = step, step.decision
-            if self._o.on_decision:
-                self._o.on_decision(ev)
-            r.last = d
-            if ev.call == "report" and ev.outcome is Outcome.SUCCESS:
-                return r.end(LoopEnd.SUCCEEDED)
-            r.next_attempt = ev.attempt if ev.call == "admit" else ev.attempt + 1
-            if d.verdict is Verdict.GIVE_UP:
-                return r.end(LoopEnd.GAVE_UP)
-            if d.verdict is Verdict.DONE:  # CoordinatorClient never does this
-                raise RuntimeError("coordinator answered DONE to a call that "
-                                   "was not a success report: %s" % d)
-            if d.verdict is Verdict.DEFER:
-                step = self._after_defer(r, ev)
-            elif ev.call == "report":
-                step = self._after_failure(r, d)
-            else:
-                step = self._send(r, d, ev.attempt, send)
-        return r.end(step)
+        return _Run(self, endpoint, send, first_attempt,
+                    first_attempt_time).go()
+
+
+class _Run:
+    """One delivery's run. Between steps, `d` answers `call` about
+    `attempt` (admit: may it be sent; report: it finished with
+    `outcome`), asked at `asked_at` with `wait` (kind `wait_kind`)."""
+
+    def __init__(self, loop: RetryLoop, endpoint: str, send: SendFn,
+                 first_attempt: int,
+                 first_attempt_time: Optional[float]) -> None:
+        self.loop, self.endpoint, self.send = loop, endpoint, send
+        self.o = loop._o
+        self.next_attempt = first_attempt
+        self.first_attempt_time = first_attempt_time
+        self.attempts_made = 0
+        self.last: Optional[Decision] = None
+        self.attempt = first_attempt
+        self.call = "admit"
+        self.outcome: Optional[Outcome] = None
+        self.d: Optional[Decision] = None
+        self.wait: Optional[float] = None
+        self.wait_kind = _Wait.NONE
+        self.asked_at = -math.inf
+        self.not_before = -math.inf    # when the backoff or park ends
+        self.parked_since = math.inf   # first DEFER of the stretch
+
+    def go(self) -> LoopResult:
+        end = self.ask(self.next_attempt, _Wait.NONE, None)
+        while end is None:
+            end = self.step()
+        return end
+
+    def result(self, how: LoopEnd,
+               error: Optional[StaggerError] = None) -> LoopResult:
+        return LoopResult(how, self.attempts_made, self.next_attempt,
+                          self.last, self.first_attempt_time, error)
 
     # ---- the steps -------------------------------------------------------
 
-    def _after_defer(self, r: _Run, ev: DecisionEvent) -> _Step:
-        d = ev.decision
-        if self._o.waiting and ev.wait is None and d.defer_for > 0:
-            return self._admit(r, r.next_attempt, min(d.defer_for, MAX_WAIT))
-        if d.defer_for > self._o.park_limit:
-            return LoopEnd.DEFERRED
-        if not self._sleep(max(d.defer_for, MIN_PARK)):
-            return LoopEnd.CANCELLED
-        return self._admit(r, r.next_attempt, None)
+    def step(self) -> Optional[LoopResult]:
+        """Acts on the decision `d`; the result when the run has ended."""
+        d = self.d
+        assert d is not None
+        if self.o.on_decision:
+            self.o.on_decision(DecisionEvent(self.call, self.attempt,
+                                             self.outcome, self.wait, d))
+        self.last = d
+        if self.call == "report" and self.outcome is Outcome.SUCCESS:
+            return self.result(LoopEnd.SUCCEEDED)
+        upcoming = self.attempt if self.call == "admit" else self.attempt + 1
+        if d.verdict is Verdict.GIVE_UP:
+            return self.result(LoopEnd.GAVE_UP)
+        if d.verdict is Verdict.DONE:
+            raise ProtocolError("coordinator answered DONE to a call that "
+                                "was not a success report: %s" % d)
+        if d.verdict is Verdict.DEFER:
+            return self.park(d, upcoming)
+        self.parked_since = math.inf  # a PROCEED ends a stretch
+        if self.call == "report":
+            return self.backoff(d, upcoming)
+        return self.proceed(d)
 
-    def _after_failure(self, r: _Run, d: Decision) -> _Step:
-        """PROCEED(delay) to a failure report: the retry, after the delay."""
-        if self._o.waiting and d.wait_supported and 0 < d.delay <= MAX_WAIT:
-            started = self._clock.now()
-            step = self._admit(r, r.next_attempt, d.delay)
-            if (isinstance(step, DecisionEvent) and
-                    step.decision.source is Source.LOCAL and
-                    step.decision.verdict is Verdict.PROCEED):
-                owed = d.delay - (self._clock.now() - started)
-                if owed > 0 and not self._sleep(owed):
-                    return LoopEnd.CANCELLED
-            return step
-        if not self._sleep(d.delay):
-            return LoopEnd.CANCELLED
-        return self._admit(r, r.next_attempt, None)
+    def backoff(self, d: Decision, upcoming: int) -> Optional[LoopResult]:
+        """PROCEED(delay) to a failure report: the retry, after it."""
+        self.not_before = self.now() + d.delay
+        if self.waits(d) and d.delay > 0:
+            return self.ask(upcoming, _Wait.BACKOFF, min(d.delay, MAX_WAIT))
+        if not self.sleep(d.delay):
+            return self.result(LoopEnd.CANCELLED)
+        return self.ask(upcoming, _Wait.NONE, None)
 
-    def _send(self, r: _Run, d: Decision, attempt: int, send: SendFn) -> _Step:
-        """PROCEED(delay) to an Admit: the attempt, after the delay."""
-        if not self._sleep(d.delay):
-            return LoopEnd.CANCELLED
-        if attempt == 1 and r.first_attempt_time is None:
-            r.first_attempt_time = self._clock.now()
-        result = self._attempt(send, attempt)
-        r.attempts_made += 1
-        decision = self._c.report(
-            r.endpoint, attempt, result.outcome, admission=d.admission,
-            retry_after=result.retry_after, deadline=self._o.deadline,
-            first_attempt_time=r.first_attempt_time)
-        return DecisionEvent("report", attempt, result.outcome, None, decision)
+    def park(self, d: Decision, upcoming: int) -> Optional[LoopResult]:
+        """DEFER: park, then ask again; or end past the park limit."""
+        if not self.sleep_owed(d):
+            return self.result(LoopEnd.CANCELLED)
+        now = self.now()
+        if self.parked_since == math.inf:
+            self.parked_since = now
+        park = max(d.defer_for, MIN_PARK)
+        if now + park - self.parked_since > self.o.park_limit:
+            return self.result(LoopEnd.DEFERRED)
+        self.not_before = now + park
+        if self.waits(d):
+            return self.ask(upcoming, _Wait.PARK, min(park, MAX_WAIT))
+        if not self.sleep(park):
+            return self.result(LoopEnd.CANCELLED)
+        return self.ask(upcoming, _Wait.NONE, None)
+
+    def proceed(self, d: Decision) -> Optional[LoopResult]:
+        """PROCEED(delay) to an admit: the delay, the attempt, its report;
+        or, at the end of a waiting backoff with backoff still owed, wait
+        again for the rest."""
+        if not self.sleep_owed(d):
+            return self.result(LoopEnd.CANCELLED)
+        now = self.now()
+        if (self.wait_kind is _Wait.BACKOFF and self.wait is not None and
+                d.source is Source.COORDINATOR and
+                d.reason == Reason.ADMITTED and
+                now >= self.asked_at + self.wait and self.not_before > now):
+            return self.ask(self.attempt, _Wait.BACKOFF,
+                            min(self.not_before - now, MAX_WAIT))
+        if not self.sleep(d.delay) or self.loop._cancel.cancelled:
+            return self.result(LoopEnd.CANCELLED)
+        return self.send_attempt(d)
+
+    def send_attempt(self, d: Decision) -> Optional[LoopResult]:
+        n = self.attempt
+        if n == 1 and self.first_attempt_time is None:
+            self.first_attempt_time = self.now()
+        result = self.run_send(n)
+        self.attempts_made += 1
+        self.next_attempt = n + 1
+        self.call, self.outcome = "report", result.outcome
+        self.wait, self.wait_kind = None, _Wait.NONE
+        try:
+            self.d = self.loop._c.report(
+                self.endpoint, n, result.outcome, admission=d.admission,
+                retry_after=result.retry_after, deadline=self.o.deadline,
+                first_attempt_time=self.first_attempt_time)
+        except StaggerError as e:
+            if result.outcome is Outcome.SUCCESS:  # delivered: done anyway
+                return self.result(LoopEnd.SUCCEEDED, e)
+            raise
+        return None
 
     # ---- helpers ---------------------------------------------------------
 
-    def _admit(self, r: _Run, attempt: int, wait: Optional[float]) -> _Step:
-        try:
-            decision = self._c.admit(
-                r.endpoint, attempt, deadline=self._o.deadline,
-                first_attempt_time=r.first_attempt_time, wait=wait,
-                cancel=self._cancel if wait is not None else None)
-        except Cancelled:
-            return LoopEnd.CANCELLED
-        return DecisionEvent("admit", attempt, None, wait, decision)
+    def sleep_owed(self, d: Decision) -> bool:
+        """The local fallback answered a waiting admit: first the rest of
+        what the coordinator's answer owed."""
+        if self.wait is None or d.source is not Source.LOCAL:
+            return True
+        return self.sleep(self.not_before - self.now())
 
-    def _attempt(self, send: SendFn, number: int) -> AttemptResult:
+    def waits(self, d: Decision) -> bool:
+        return (self.o.waiting and d.wait_supported and
+                d.source is Source.COORDINATOR)
+
+    def ask(self, attempt: int, kind: _Wait,
+            wait: Optional[float]) -> Optional[LoopResult]:
+        """admit(attempt), waiting `wait` when given; the result if the run
+        is cancelled first or during it."""
+        if self.loop._cancel.cancelled:
+            return self.result(LoopEnd.CANCELLED)
+        self.attempt, self.call, self.outcome = attempt, "admit", None
+        self.wait, self.wait_kind, self.asked_at = wait, kind, self.now()
         try:
-            result = send(Attempt(number, self._o.attempt_timeout))
+            self.d = self.loop._c.admit(
+                self.endpoint, attempt, deadline=self.o.deadline,
+                first_attempt_time=self.first_attempt_time, wait=wait,
+                cancel=self.loop._cancel if wait is not None else None)
+        except Cancelled:
+            return self.result(LoopEnd.CANCELLED)
+        return None
+
+    def run_send(self, number: int) -> AttemptResult:
+        try:
+            result = self.send(Attempt(number, self.o.attempt_timeout))
         except OSError as e:
             return AttemptResult(Outcome.TIMEOUT if _is_timeout(e)
                                  else Outcome.RETRYABLE_FAILURE)
@@ -273,5 +369,14 @@ class RetryLoop:
                             % (result,))
         return result
 
-    def _sleep(self, seconds: float) -> bool:
-        return self._sleep_fn(seconds, self._cancel)
+    def sleep(self, seconds: float) -> bool:
+        """Sleeps `seconds` (nothing when <= 0); False if cancelled
+        before or during the sleep."""
+        if self.loop._cancel.cancelled:
+            return False
+        if seconds <= 0:
+            return True
+        return self.loop._sleep_fn(seconds, self.loop._cancel)
+
+    def now(self) -> float:
+        return self.loop._clock.now()

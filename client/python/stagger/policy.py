@@ -27,8 +27,13 @@ class LocalPolicy:
     initial_jitter: float = 0.05
     # A Retry-After above this is honoured as this.
     retry_after_max: float = 30.0
-    # The breaker opens after this many failures in a row ...
+    # The breaker opens after this many failures in a row, or when at
+    # least failure_ratio of the attempts counted over `window` failed and
+    # there were at least min_throughput of them ...
     consecutive_failures: int = 20
+    failure_ratio: float = 0.5
+    min_throughput: int = 20
+    window: float = 10.0
     # ... for open_base * 2^(trips-1), at most open_max, +-20% jitter; then
     # lets half_open_probes probes through and closes after
     # close_after_successes of them succeed. A probe that never reports
@@ -49,6 +54,7 @@ class LocalPolicy:
                   ("max_attempts", 1, 100), ("initial_jitter", 0, 10),
                   ("retry_after_max", 0, 86400),
                   ("consecutive_failures", 1, 1_000_000),
+                  ("min_throughput", 1, 1_000_000_000), ("window", 1, 600),
                   ("open_base", 0.01, 3600), ("open_max", 0.01, 86400),
                   ("half_open_probes", 1, 1000),
                   ("close_after_successes", 1, 1000),
@@ -60,6 +66,10 @@ class LocalPolicy:
                     lo <= v <= hi):
                 raise InvalidArgument("local_policy.%s: must be in [%g, %g], "
                                       "got %r" % (field, lo, hi, v))
+        r = self.failure_ratio
+        if not (isinstance(r, (int, float)) and 0 < r <= 1):
+            raise InvalidArgument("local_policy.failure_ratio: must be in "
+                                  "(0, 1], got %r" % (r,))
         for field, bound, sign in (("backoff_cap", "backoff_base", ">="),
                                    ("open_max", "open_base", ">="),
                                    ("close_after_successes",

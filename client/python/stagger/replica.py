@@ -18,9 +18,6 @@ half of the client's contract (client/coordinator_client.h, replica.h):
     waits for), so the first call does not pay the connection in its 50 ms.
     Not watched with channel.subscribe(): grpc 1.51's poller thread raises
     when the channel is closed under it.
-  * wait_supported: it set Decision.wait_supported in an answer since it
-    was last marked up; forgotten when it goes down (a replica that comes
-    back may be another build).
 The channel reconnects at least every recheck_interval (its maximum
 reconnect backoff), with gRPC's own retries off (the client's deadline and
 fallback are the retry policy). Thread-safe.
@@ -70,7 +67,6 @@ class Replica:
         self._up = True
         self._next_probe = -math.inf
         self._serving = True
-        self._wait_supported = False
         self._health.Check.future(health_pb2.HealthCheckRequest(service=SERVICE),
                                   timeout=5)  # connect now; the answer is unused
 
@@ -87,11 +83,6 @@ class Replica:
     def serving(self) -> bool:
         return self._serving
 
-    @property
-    def wait_supported(self) -> bool:
-        with self._lock:
-            return self._wait_supported
-
     def try_use(self) -> bool:
         """Whether a call should go here now (down: this call is the probe,
         if the recheck interval is over)."""
@@ -104,15 +95,13 @@ class Replica:
             self._next_probe = now + self._recheck
             return True
 
-    def mark_up(self, wait_supported: bool = False) -> None:
+    def mark_up(self) -> None:
         with self._lock:
             self._up = True
-            self._wait_supported = self._wait_supported or wait_supported
 
     def mark_down(self) -> None:
         with self._lock:
             self._up = False
-            self._wait_supported = False
             self._next_probe = self._clock.now() + self._recheck
 
     def check_health(self, timeout: float) -> None:

@@ -9,9 +9,8 @@ Python-only faults (a NaN, a wrong type), one naming the field. Everything
 else is left to staggerd or to validation.py.
 
 Decisions: from_wire turns a stagger.v1.Decision into a Decision, or None
-when it is unusable (no verdict this package knows, DONE to anything but a
-success report, a malformed duration): the caller then treats the replica
-as failed. DEFER's instant is taken from defer_for on the client's clock
+when it is unusable (no verdict this package knows, a malformed duration):
+the caller then treats the replica as failed. DEFER's instant is taken from defer_for on the client's clock
 (defer_until only when defer_for is missing).
 """
 
@@ -101,14 +100,11 @@ def seconds(d: Duration) -> float:
     return float(d.seconds + d.nanos / NANOS_PER_SECOND)
 
 
-def from_wire(d: pb.Decision, now: float, replica: str,
-              success_report: bool) -> Optional[Decision]:
+def from_wire(d: pb.Decision, now: float, replica: str) -> Optional[Decision]:
     """The decision as the worker uses it, or None if it is unusable."""
     try:
         verdict = Verdict(d.verdict)
     except ValueError:
-        return None
-    if verdict is Verdict.DONE and not success_report:
         return None
     for field in ("delay", "defer_for"):
         dur = getattr(d, field)

@@ -86,7 +86,7 @@ test("admission tokens: the coordinator's arrives whole, the report's goes out w
   assert.deepEqual(f!.reports[0]!.retryAfter, { seconds: 1n, nanos: 500_000_000 });
 });
 
-test("wait_supported is remembered per replica; the waiting call gets wait + 1 s, not the 50 ms deadline", async () => {
+test("wait_supported is each answer's own; the waiting call gets wait + 1 s, not the 50 ms deadline", async () => {
   const [f] = await fakes(1);
   let first = true;
   f!.answer = (_call, req) => {
@@ -99,7 +99,7 @@ test("wait_supported is remembered per replica; the waiting call gets wait + 1 s
   assert.equal((await c.admit({ endpoint: "k", attempt: 1 })).waitSupported, true);
   const held = await c.admit({ endpoint: "k", attempt: 2, waitMs: 300 });
   assert.equal(held.source, "coordinator", `held call fell back: ${JSON.stringify(held.fallbackCause)}`);
-  assert.equal(held.waitSupported, true, "sticky for the replica");
+  assert.equal(held.waitSupported, false, "this answer did not say so");
   assert.deepEqual(f!.admits[1]!.wait, { seconds: 0n, nanos: 300_000_000 });
 });
 

@@ -39,7 +39,7 @@ test("decorrelated jitter: min(30 s, uniform[200 ms, 3 x previous]); a success r
   const e = new LocalEngine(seeded(2));
   let prev = 0;
   let t = T0;
-  for (let attempt = 1; attempt < DEFAULT_POLICY.backoff.maxAttempts; attempt++) {
+  for (let attempt = 1; attempt < DEFAULT_POLICY.maxAttempts; attempt++) {
     const d = e.report(fail(attempt), (t += 10));
     assert.equal(d.verdict, Verdict.PROCEED);
     assert.equal(d.reason, Reason.BACKOFF);
@@ -135,14 +135,15 @@ test("Retry-After: honoured over a shorter backoff, clamped to 30 s, holds retri
   }
 });
 
-test("memory: idle endpoints are evicted after 10 min; at most maxEndpoints are kept", () => {
-  const e = new LocalEngine(seeded(9), 2);
+test("memory: idle endpoints are evicted after 10 min; at most maxEndpoints, the least recently used forgotten", () => {
+  const e = new LocalEngine(seeded(9), { ...DEFAULT_POLICY, maxEndpoints: 2 });
   e.admit({ endpoint: "a", attempt: 1 }, T0);
   e.admit({ endpoint: "b", attempt: 1 }, T0 + 60_000);
+  e.admit({ endpoint: "a", attempt: 1 }, T0 + 60_000);
   e.admit({ endpoint: "c", attempt: 1 }, T0 + 60_000);
-  assert.equal(e.size, 2, "c decided from fresh state, not kept");
+  assert.equal(e.size, 2, "b, the least recently used, forgotten");
   e.evictIdle(T0 + 10 * 60_000);
-  assert.equal(e.size, 1, "a evicted, b kept");
+  assert.equal(e.size, 2, "a and c seen a minute in");
   e.evictIdle(T0 + 11 * 60_000);
   assert.equal(e.size, 0);
 });

@@ -58,11 +58,12 @@ test("a failing endpoint: the breaker opens and parks the fleet's deliveries", a
   let sent = 0;
   const reasons = new Set<string>();
   // A 5 s deadline bounds each run (the breaker's probes and backoffs
-  // could otherwise take a delivery through all 8 attempts).
+  // could otherwise take a delivery through all 8 attempts); a DEFER ends
+  // the run (parkLimitMs 0: the caller's queue parks it).
   const deadlineMs = Date.now() + 5_000;
   const runs = await Promise.all(
     Array.from({ length: 30 }, () =>
-      new DeliveryLoop(client, { deadlineMs, onDecision: (e) => reasons.add(`${e.decision.source}:${Reason[e.decision.reason]}`) }).run(
+      new DeliveryLoop(client, { deadlineMs, parkLimitMs: 0, onDecision: (e) => reasons.add(`${e.decision.source}:${Reason[e.decision.reason]}`) }).run(
         endpoint,
         async () => {
           sent++;

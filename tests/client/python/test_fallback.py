@@ -17,7 +17,7 @@ F = Outcome.RETRYABLE_FAILURE
 
 def engine(**policy):
     clock = FakeClock()
-    return LocalEngine(LocalPolicy(**policy), clock, random.Random(7)), clock
+    return LocalEngine(LocalPolicy(**policy), clock, random.Random(7).random), clock
 
 
 def fail(e, attempt=1, outcome=F, retry_after=None, deadline=None, ep=EP):
@@ -41,7 +41,7 @@ def test_a_retry_is_admitted_at_once():
 
 
 def test_decorrelated_jitter_grows_within_its_bounds_to_the_cap():
-    e, _ = engine(consecutive_failures=1000)
+    e, _ = engine(consecutive_failures=1000, min_throughput=10 ** 9)
     previous = 0.0
     for _ in range(60):
         d = fail(e)
@@ -53,7 +53,7 @@ def test_decorrelated_jitter_grows_within_its_bounds_to_the_cap():
 
 
 def test_a_success_resets_the_backoff():
-    e, _ = engine(consecutive_failures=1000)
+    e, _ = engine(consecutive_failures=1000, min_throughput=10 ** 9)
     for _ in range(30):
         fail(e)
     assert e.report(EP, 1, Outcome.SUCCESS, None, None).verdict is Verdict.DONE
@@ -152,7 +152,7 @@ def test_deadlines():
     assert 4.0 <= d.delay < 4.75
     # A backoff that would cross the deadline is redrawn within the time left.
     e2, clock2 = engine(backoff_base=2.0, backoff_cap=3600.0,
-                        consecutive_failures=1000)
+                        consecutive_failures=1000, min_throughput=10 ** 9)
     for _ in range(20):
         fail(e2)
     d = fail(e2, deadline=clock2.now() + 4)

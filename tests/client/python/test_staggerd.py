@@ -10,13 +10,14 @@ return to staggerd once it is back; and client/python/README.md's worker
 run as written. Real time, loopback and Unix sockets only; no upper bounds
 on time."""
 
+import dataclasses
 import os
 import socket
 import tempfile
 import threading
 import time
 import urllib.request
-from typing import List
+from typing import List, Optional
 
 import grpc
 import pytest
@@ -309,15 +310,25 @@ def test_the_readme_worker_delivers_and_dead_letters(staggerd):
             pass
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    dead = []
+    dead, parked = [], []
+
+    @dataclasses.dataclass
+    class Job:
+        url: str
+        body: bytes
+        next_attempt: int = 1
+        first: Optional[float] = None
     code = _readme_worker().replace("unix:/run/stagger/agent.sock", "unix:" + path)
-    scope = {"dead_letter": lambda url, body, why: dead.append((url, why))}
+    scope = {"Job": Job,
+             "dead_letter": lambda job, why: dead.append((job.url, why)),
+             "park": lambda job, seconds: parked.append(job.url)}
     try:
         exec(compile(code, "README.md", "exec"), scope)
         base = "http://127.0.0.1:%d" % server.server_address[1]
-        scope["deliver"](base + "/ok", b"{}")
-        scope["deliver"](base + "/gone", b"{}")
+        scope["deliver"](Job(base + "/ok", b"{}"))
+        scope["deliver"](Job(base + "/gone", b"{}"))
     finally:
         server.shutdown()
         scope["client"].close()
     assert dead == [(base + "/gone", "GAVE_UP (NOT_RETRYABLE) after 1 attempt(s)")]
+    assert parked == []

@@ -221,6 +221,25 @@ TEST_F(WaitingTest, ACallOnItsLastAttemptIsPassedOverForTheProbe) {
   EXPECT_EQ(o.answer->reason, Reason::kHalfOpenProbe);
 }
 
+TEST_F(WaitingTest, LateCountsAreNeverEvidenceThatLetsABackoffGo) {
+  Call c = Waiting(2, absl::Seconds(10));
+  ASSERT_FALSE(Step(c, WaitStep::kArrive).answer.has_value());
+  ASSERT_TRUE(c.w.backoff);
+  clock_.Advance(absl::Seconds(2));
+  // An agent's counts say 50 deliveries succeeded a second ago: counts
+  // carry no admission token and no check that they came from the
+  // endpoint as it is now, so they are not evidence on their own. (Nor is
+  // a reported success: only a recovery is, as above.)
+  engine_->ApplyLateCounts(
+      kEp, {LateCounts{clock_.Now() - absl::Seconds(1), 0, 50}});
+  EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
+  // Its backoff runs out: it goes then.
+  clock_.Set(c.w.until);
+  const WaitOutcome o = Step(c, WaitStep::kExpire);
+  ASSERT_TRUE(o.answer.has_value());
+  EXPECT_EQ(o.answer->verdict, Verdict::kProceed);
+}
+
 TEST_F(WaitingTest, ARetryAfterWindowIsNeverCutShort) {
   Report(1, Outcome::kRateLimited, kNoAdmission, absl::Seconds(5));
   const absl::Time window_end = clock_.Now() + absl::Seconds(5);

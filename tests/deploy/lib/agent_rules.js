@@ -13,7 +13,7 @@
 const path = require("node:path");
 const { describe } = require("./k8s_schema");
 const {
-  CONFIG_KEY, byKind, flagValue, flagPort, flagSeconds, protocError, memoryErrors,
+  CONFIG_KEY, byKind, flagValue, flagPort, flagSeconds, listenErrors, protocError, memoryErrors,
   agentMaxWaitingCalls, AGENT_BYTES_PER_WAITING_CALL,
   resourceErrors, hardeningErrors,
 } = require("./pod_rules");
@@ -226,6 +226,7 @@ function agentErrors(docs, agents, services) {
 
     // Metrics port, hardening, resources, the fallback's config and memory.
     const mport = flagPort(args, "--metrics_address");
+    listenErrors(args, "--metrics_address", mport || undefined, who, err);
     if (!mport || !(agent.ports || []).some((p) => p.containerPort === mport)) {
       err(`${who}--metrics_address port ${mport} must be a container port`);
     }

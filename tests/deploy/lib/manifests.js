@@ -18,7 +18,7 @@ const yaml = require("js-yaml");
 const { validateObject, describe } = require("./k8s_schema");
 
 const {
-  REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, quantityBytes, protocError,
+  REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, listenErrors, quantityBytes, protocError,
   maxEndpoints, maxWaitingCalls, maxAgentHeldCalls, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
 } = require("./pod_rules");
 const { agentPods, agentErrors } = require("./agent_rules");
@@ -227,6 +227,10 @@ function coordinatorErrors(docs, d) {
   const cports = Object.fromEntries((c.ports || []).map((p) => [p.name, p.containerPort]));
   if (cports.grpc !== GRPC_PORT) err(`container port grpc must be ${GRPC_PORT}, got ${cports.grpc}`);
   if (cports.metrics !== METRICS_PORT) err(`container port metrics must be ${METRICS_PORT}, got ${cports.metrics}`);
+  // Every port the pod serves listens beyond loopback, on its container port.
+  listenErrors(args, "--address", GRPC_PORT, "staggerd ", err);
+  listenErrors(args, "--metrics_address", METRICS_PORT, "staggerd ", err);
+  if (flagValue(args, "--health_address") !== undefined) listenErrors(args, "--health_address", undefined, "staggerd ", err);
 
   // Native gRPC probes against the health service: on the gRPC port, or
   // on --health_address's port when there is one (the kubelet's probes

@@ -51,6 +51,26 @@ const flagSeconds = (args, name) => {
   return m ? Number(m[1]) : NaN;
 };
 
+// A port the pod serves to others. staggerd and stagger-agent listen on
+// loopback unless told otherwise, out of reach of the pod's Services, the
+// kubelet's probes and Prometheus: `flag` must be set to all of the pod's
+// interfaces, 0.0.0.0:PORT (or [::]:PORT), and, when `port` is given, to
+// that port.
+function listenErrors(args, flag, port, who, err) {
+  const v = flagValue(args, flag);
+  const want = `0.0.0.0:${port === undefined ? "PORT" : port}`;
+  if (v === undefined) {
+    err(`${who}args lack ${flag}=${want}: the default listens on loopback only, out of reach of the pod's Services, probes and scrapes`);
+    return;
+  }
+  const host = v.slice(0, v.lastIndexOf(":"));
+  if (host !== "0.0.0.0" && host !== "[::]") {
+    err(`${who}${flag}=${v} must listen on all of the pod's interfaces (${want}): other pods and the kubelet reach it on the pod's IP`);
+  } else if (port !== undefined && Number(v.slice(v.lastIndexOf(":") + 1)) !== port) {
+    err(`${who}${flag}=${v} must listen on port ${port}`);
+  }
+}
+
 // Quantity string -> bytes ("384Mi", "1G", "500000000").
 function quantityBytes(q) {
   const m = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
@@ -158,7 +178,7 @@ function hardeningErrors(pod, c, stage, who, err) {
 }
 
 module.exports = {
-  REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, flagSeconds, quantityBytes,
+  REPO, CONFIG_KEY, byKind, subsetOf, flagValue, flagPort, flagSeconds, listenErrors, quantityBytes,
   protocError, maxEndpoints, maxWaitingCalls, maxAgentHeldCalls, agentMaxWaitingCalls,
   AGENT_BYTES_PER_WAITING_CALL, memoryErrors, resourceErrors, dockerfileUid, hardeningErrors,
 };

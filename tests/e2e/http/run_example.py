@@ -55,9 +55,11 @@ def main() -> int:
         cpp_worker=os.path.join(build, "bin", "stagger-http-worker"),
         js_worker=os.path.join(build, "tests", "e2e", "http", "dist", "tests",
                                "e2e", "http", "worker.js"),
-        node=shutil.which("node") or "node")
+        node=shutil.which("node") or "node",
+        go_worker=os.path.join(build, "tests", "e2e", "http", "go-worker"))
     missing = [p for p in (binaries.staggerd, binaries.agent,
-                           binaries.cpp_worker, binaries.js_worker)
+                           binaries.cpp_worker, binaries.js_worker,
+                           binaries.go_worker)
                if not os.path.exists(p)]
     if missing:
         print("run_example: not built: %s (docs/EXAMPLE.md says which "

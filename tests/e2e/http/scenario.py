@@ -1,7 +1,8 @@
 """The HTTP end-to-end run: one staggerd, one stagger-agent in front of it
 on a Unix socket, a real webhook receiver (receiver.py) on loopback, and
-three workers -- C++ (worker.cc), Python (worker.py), TypeScript
-(worker.ts) -- delivering real HTTP POSTs to it through the agent.
+four workers -- C++ (worker.cc), Python (worker.py), TypeScript
+(worker.ts), Go (go/main.go) -- delivering real HTTP POSTs to it through
+the agent.
 
   1. Warm-up: each worker delivers WARMUPS deliveries one after another;
      the receiver answers 200 (before its script starts).
@@ -61,7 +62,7 @@ RETRY_AFTER_S = 3
 PHASES = [{"at": 0, "status": 503, "retry_after": RETRY_AFTER_S},
           {"at": 7, "status": 429},
           {"at": 13, "status": 200, "delay": 0.25}]
-WORKERS = ("cpp", "py", "ts")
+WORKERS = ("cpp", "py", "ts", "go")
 WARMUPS = 3          # per worker
 DELIVERIES = 12      # per worker, at once
 DEADLINE_S = 300     # per delivery: far past the receiver's bad 13 s
@@ -83,14 +84,15 @@ class Binaries:
     cpp_worker: str
     js_worker: str   # worker.ts compiled (the build tree's dist/)
     node: str
+    go_worker: str   # go/main.go built on client/go
     python: str = "/usr/bin/python3"
 
     @staticmethod
     def from_env() -> "Binaries":
-        """From STAGGERD, STAGGER_AGENT, HTTP_WORKER_CPP, HTTP_WORKER_JS and
-        NODE (tests/e2e/http/CMakeLists.txt sets them)."""
+        """From STAGGERD, STAGGER_AGENT, HTTP_WORKER_CPP, HTTP_WORKER_JS,
+        NODE and HTTP_WORKER_GO (tests/e2e/http/CMakeLists.txt sets them)."""
         names = ["STAGGERD", "STAGGER_AGENT", "HTTP_WORKER_CPP",
-                 "HTTP_WORKER_JS", "NODE"]
+                 "HTTP_WORKER_JS", "NODE", "HTTP_WORKER_GO"]
         missing = [n for n in names if not os.environ.get(n)]
         if missing:
             raise RuntimeError("set %s (the build sets them for ctest; "
@@ -224,7 +226,8 @@ def run(b: Binaries, log: Callable[..., None] = print) -> Run:
         sampler.start()
         argv = {"cpp": [b.cpp_worker],
                 "py": [b.python, os.path.join(HERE, "worker.py")],
-                "ts": [b.node, b.js_worker]}
+                "ts": [b.node, b.js_worker],
+                "go": [b.go_worker]}
         for w in WORKERS:
             out = os.path.join(work, w + ".json")
             workers.append(Worker(w, argv[w] + [

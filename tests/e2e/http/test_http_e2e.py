@@ -1,4 +1,4 @@
-"""e2e.http.delivery: real HTTP deliveries by workers in three languages
+"""e2e.http.delivery: real HTTP deliveries by workers in four languages
 through one stagger-agent in front of one staggerd (scenario.py has the
 set-up and the receiver's script). What it holds, and exactly how
 (checks.py):
@@ -70,7 +70,7 @@ def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
-def test_http_deliveries_in_three_languages_through_one_agent():
+def test_http_deliveries_in_four_languages_through_one_agent():
     run = scenario.run(scenario.Binaries.from_env(), log=log)
     problems, summary = scenario.evaluate(run)
     failed = {what: p for what, p in problems.items() if p}

@@ -13,9 +13,9 @@
 //     --attempt_timeout_s; no answer in time is TIMEOUT), its status mapped
 //     by OutcomeFromHttpStatus and its Retry-After by ParseRetryAfter; a
 //     connection that fails is status 0 (RETRYABLE_FAILURE);
-//   * a DEFER ends RetryLoop's run: the delivery is parked for defer_for
-//     (the queue's redelivery delay, here a sleep) and resumed from
-//     next_attempt.
+//   * DEFERs are parked inside RetryLoop (park_limit is infinite); a run
+//     that still ends DEFERRED is parked for defer_for (a queue's
+//     redelivery delay, here a sleep) and resumed from next_attempt.
 // It writes --out (JSON; what the test reads):
 //   {"worker": NAME, "endpoint_key": KEY, "deliveries": [{"id", "end"
 //    (SUCCEEDED | GAVE_UP | ERROR), "reason" (GAVE_UP: the reason) or null,
@@ -42,7 +42,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -59,6 +58,7 @@
 #include "client/http_outcome.h"
 #include "client/retry_loop.h"
 #include "client/wait.h"
+#include "core/cli/usage.h"
 
 ABSL_FLAG(std::string, target, "", "the stagger-agent (unix:/path)");
 ABSL_FLAG(std::string, url, "", "the receiver: http://host:port/path");
@@ -317,15 +317,15 @@ void Deliver(Coordinator* client, const std::string& key, const HttpUrl& url,
   stagger::client::RetryLoopOptions options;
   options.deadline =
       absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_deadline_s));
-  const stagger::client::RetryLoop loop(&recorder, &never, options);
-  const absl::Duration timeout =
+  options.attempt_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_attempt_timeout_s));
-  auto attempt = [&](int n) {
+  const stagger::client::RetryLoop loop(&recorder, &never, options);
+  auto attempt = [&](const stagger::client::Attempt& a) {
     const HttpResponse r =
         Post(url,
-             absl::StrCat("{\"id\": ", Json(d->id), ", \"attempt\": ", n,
+             absl::StrCat("{\"id\": ", Json(d->id), ", \"attempt\": ", a.number,
                           ", \"worker\": ", Json(name), "}"),
-             timeout);
+             a.timeout);
     AttemptResult result;
     result.outcome = r.timed_out
                          ? Outcome::kTimeout
@@ -372,9 +372,11 @@ std::string DeliveryJson(const Delivery& d) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  // --help lists this program's flags (tests/e2e/http/).
+  stagger::cli::InstallUsage(
       "Delivers HTTP POSTs to --url through the stagger-agent at --target; "
-      "writes what happened to --out (JSON).");
+      "writes what happened to --out (JSON).",
+      "tests/e2e/http");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string out = absl::GetFlag(FLAGS_out);

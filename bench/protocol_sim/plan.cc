@@ -1,0 +1,343 @@
+#include "bench/protocol_sim/plan.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/wire/rendezvous.h"
+
+namespace stagger::protocol_sim {
+
+std::string KeyName(int k) {
+  return absl::StrCat("https://k", k, ".example/in");
+}
+std::string MemberName(int r) { return absl::StrCat("stagger-", r); }
+
+namespace {
+
+// Draws of the plan, in order, from one generator seeded by the seed.
+class Draw {
+ public:
+  explicit Draw(uint64_t seed) : gen_(Mix(seed, 0x706c616e)) {}
+  int Int(int lo, int hi) {  // [lo, hi]
+    return std::uniform_int_distribution<int>(lo, hi)(gen_);
+  }
+  double Real(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(gen_);
+  }
+  absl::Duration Ms(int lo, int hi) { return absl::Milliseconds(Int(lo, hi)); }
+  bool Chance(double p) { return Real(0, 1) < p; }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// Deliveries come in bursts on one key from one agent: several workers
+// asking about the same endpoint at once is what leases must get right.
+void AddDeliveries(Draw& d, Plan& p) {
+  const int bursts = d.Int(12, 30);
+  for (int b = 0; b < bursts; ++b) {
+    const absl::Duration at = d.Ms(0, absl::ToInt64Milliseconds(p.traffic));
+    const int key = d.Int(0, p.keys - 1);
+    const int agent = d.Int(0, p.agents - 1);
+    const int n = d.Int(1, 8);
+    for (int i = 0; i < n; ++i) {
+      Item it;
+      it.kind = ItemKind::kDelivery;
+      it.at = at + d.Ms(0, 400) * i;
+      it.agent = d.Chance(0.8) ? agent : d.Int(0, p.agents - 1);
+      it.key = key;
+      it.deadline = d.Ms(2000, 8000);
+      it.cancel_after = d.Chance(0.1) ? d.Ms(0, 3000) : absl::InfiniteDuration();
+      p.items.push_back(it);
+    }
+  }
+}
+
+Item Fault(Draw& d, const Plan& p, ItemKind kind) {
+  Item it;
+  it.kind = kind;
+  it.at = d.Ms(0, absl::ToInt64Milliseconds(p.traffic));
+  it.agent = d.Int(0, p.agents - 1);
+  it.replica = d.Int(0, p.replicas - 1);
+  it.key = d.Int(0, p.keys - 1);
+  switch (kind) {
+    case ItemKind::kOutage: it.length = d.Ms(500, 8000); break;
+    case ItemKind::kPartition:
+      it.length = d.Ms(200, 6000);
+      it.detect = d.Chance(0.5) ? d.Ms(100, 3000) : absl::InfiniteDuration();
+      break;
+    case ItemKind::kSlowLink:
+      it.length = d.Ms(200, 5000);
+      it.extra = d.Ms(50, 2500);
+      break;
+    case ItemKind::kReplicaCrash: it.length = d.Ms(100, 4000); break;
+    case ItemKind::kAgentCrash: it.length = d.Ms(100, 3000); break;
+    case ItemKind::kClockStep:
+      if (d.Chance(0.5)) it.agent = -1 - it.replica;
+      it.extra = d.Ms(-2000, 2000);
+      break;
+    case ItemKind::kPause:
+      it.length = d.Ms(200, 4000);
+      if (d.Chance(0.3)) it.key = -1;
+      break;
+    case ItemKind::kReload: break;
+    case ItemKind::kDuplicate: it.extra = d.Ms(50, 2000); break;
+    case ItemKind::kDelivery: break;
+  }
+  return it;
+}
+
+// A replica crash with what its holds exist for: a key it owns fails
+// around the crash, an agent that held its lease is cut off (from the
+// restarted replica, or from the one that stands in for it), and both
+// that agent and another keep delivering to the key.
+void AddCrashCluster(Draw& d, Plan& p, const wire::Rendezvous& owners) {
+  Item crash;
+  crash.kind = ItemKind::kReplicaCrash;
+  crash.replica = d.Int(0, p.replicas - 1);
+  crash.at = d.Ms(2000, absl::ToInt64Milliseconds(p.traffic) - 4000);
+  crash.length = d.Ms(100, 1500);
+  p.items.push_back(crash);
+  int key = d.Int(0, p.keys - 1);
+  for (int k = 0; k < p.keys; ++k) {
+    if (static_cast<int>(owners.Owner(KeyName(k))) == crash.replica) key = k;
+  }
+  Item outage;
+  outage.kind = ItemKind::kOutage;
+  outage.key = key;
+  outage.at = crash.at - d.Ms(0, 1500);
+  outage.length = d.Ms(2000, 6000);
+  p.items.push_back(outage);
+  Item cut;
+  cut.kind = ItemKind::kPartition;
+  cut.agent = d.Int(0, p.agents - 1);
+  cut.detect = absl::InfiniteDuration();
+  if (p.replicas > 1 && d.Chance(0.5)) {
+    // Cut off from the replica that stands in for the crashed one.
+    const std::vector<size_t> rank = owners.Rank(KeyName(key));
+    cut.replica = static_cast<int>(rank[1]);
+    cut.at = crash.at - d.Ms(0, 1000);
+    cut.length = crash.length + d.Ms(1000, 3000);
+  } else {
+    // Cut off from the restarted replica: it keeps its old copy and lease.
+    cut.replica = crash.replica;
+    cut.at = crash.at + crash.length - d.Ms(0, 100);
+    cut.length = d.Ms(1000, 3000);
+  }
+  p.items.push_back(cut);
+  for (int agent : {cut.agent, d.Int(0, p.agents - 1)}) {
+    const int n = d.Int(4, 12);
+    for (int i = 0; i < n; ++i) {
+      Item it;
+      it.kind = ItemKind::kDelivery;
+      it.agent = agent;
+      it.key = key;
+      it.at = crash.at - absl::Milliseconds(500) + d.Ms(0, 4000);
+      it.deadline = d.Ms(2000, 8000);
+      it.cancel_after = absl::InfiniteDuration();
+      p.items.push_back(it);
+    }
+  }
+}
+
+// A link that turns slow, then stalls: the lease's two clocks are what
+// must keep an agent that hears late from admitting past its lease.
+void AddSlowThenStall(Draw& d, Plan& p, const wire::Rendezvous& owners) {
+  Item slow;
+  slow.kind = ItemKind::kSlowLink;
+  slow.agent = d.Int(0, p.agents - 1);
+  slow.replica = d.Int(0, p.replicas - 1);
+  slow.at = d.Ms(1000, absl::ToInt64Milliseconds(p.traffic) - 6000);
+  slow.length = d.Ms(2000, 5000);
+  slow.extra = d.Ms(300, 1500);
+  p.items.push_back(slow);
+  Item stall;
+  stall.kind = ItemKind::kPartition;
+  stall.agent = slow.agent;
+  stall.replica = slow.replica;
+  stall.at = slow.at + d.Ms(500, 2000);
+  stall.length = d.Ms(1000, 4000);
+  stall.detect = absl::InfiniteDuration();
+  p.items.push_back(stall);
+  int key = d.Int(0, p.keys - 1);
+  for (int k = 0; k < p.keys; ++k) {
+    if (static_cast<int>(owners.Owner(KeyName(k))) == slow.replica) key = k;
+  }
+  Item outage;
+  outage.kind = ItemKind::kOutage;
+  outage.key = key;
+  outage.at = stall.at + d.Ms(0, 500);
+  outage.length = d.Ms(2000, 5000);
+  p.items.push_back(outage);
+  for (int agent : {slow.agent, d.Int(0, p.agents - 1)}) {
+    const int n = d.Int(4, 12);
+    for (int i = 0; i < n; ++i) {
+      Item it;
+      it.kind = ItemKind::kDelivery;
+      it.agent = agent;
+      it.key = key;
+      it.at = outage.at + d.Ms(0, 4000);
+      it.deadline = d.Ms(2000, 8000);
+      it.cancel_after = absl::InfiniteDuration();
+      p.items.push_back(it);
+    }
+  }
+}
+
+void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
+  const int outages = d.Int(1, 4);
+  for (int i = 0; i < outages; ++i) p.items.push_back(Fault(d, p, ItemKind::kOutage));
+  const struct {
+    ItemKind kind;
+    int lo, hi;
+  } kinds[] = {{ItemKind::kPartition, 0, 4},   {ItemKind::kSlowLink, 0, 4},
+               {ItemKind::kReplicaCrash, 0, 1}, {ItemKind::kAgentCrash, 0, 1},
+               {ItemKind::kClockStep, 0, 2},   {ItemKind::kPause, 0, 1},
+               {ItemKind::kReload, 0, 1},      {ItemKind::kDuplicate, 0, 3}};
+  for (const auto& k : kinds) {
+    const int n = d.Int(k.lo, k.hi);
+    for (int i = 0; i < n; ++i) p.items.push_back(Fault(d, p, k.kind));
+  }
+  if (d.Chance(0.5)) AddCrashCluster(d, p, owners);
+  if (d.Chance(0.3)) AddSlowThenStall(d, p, owners);
+}
+
+}  // namespace
+
+uint64_t Mix(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t x = seed ^ 0x9e3779b97f4a7c15ull;
+  for (uint64_t v : {a, b, c}) {
+    x ^= v + 0x9e3779b97f4a7c15ull + (x << 6) + (x >> 2);
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+  }
+  return x;
+}
+
+const char* ItemKindName(ItemKind k) {
+  switch (k) {
+    case ItemKind::kDelivery: return "delivery";
+    case ItemKind::kOutage: return "outage";
+    case ItemKind::kPartition: return "partition";
+    case ItemKind::kSlowLink: return "slow-link";
+    case ItemKind::kReplicaCrash: return "replica-crash";
+    case ItemKind::kAgentCrash: return "agent-crash";
+    case ItemKind::kClockStep: return "clock-step";
+    case ItemKind::kPause: return "pause";
+    case ItemKind::kReload: return "reload";
+    case ItemKind::kDuplicate: return "duplicate";
+  }
+  return "?";
+}
+
+Plan MakePlan(uint64_t seed) {
+  Draw d(seed);
+  Plan p;
+  p.seed = seed;
+  p.agents = d.Int(1, 4);
+  p.replicas = d.Int(1, 3);
+  p.keys = d.Int(2, 8);
+  p.workers_per_agent = d.Int(2, 16);
+  p.traffic = absl::Seconds(20);
+  p.quiet = absl::Seconds(20);
+  p.ttl = d.Ms(500, 3000);
+  p.flush = d.Ms(100, 500);
+  p.latency = d.Ms(1, 30);
+  p.save_every = d.Ms(500, 3000);
+  for (double& drift : p.drift) drift = d.Real(-0.009, 0.009);
+  std::vector<std::string> members;
+  for (int r = 0; r < p.replicas; ++r) members.push_back(MemberName(r));
+  const wire::Rendezvous owners = *wire::Rendezvous::Create(members);
+  AddDeliveries(d, p);
+  AddFaults(d, p, owners);
+  std::stable_sort(p.items.begin(), p.items.end(),
+                   [](const Item& a, const Item& b) { return a.at < b.at; });
+  for (size_t i = 0; i < p.items.size(); ++i) p.items[i].id = static_cast<int>(i);
+  return p;
+}
+
+Plan Plan::Without(const std::vector<int>& drop) const {
+  Plan p = *this;
+  p.items.clear();
+  for (const Item& it : items) {
+    if (std::find(drop.begin(), drop.end(), it.id) == drop.end()) {
+      p.items.push_back(it);
+    }
+  }
+  return p;
+}
+
+std::string Plan::Size() const {
+  int deliveries = 0;
+  for (const Item& it : items) deliveries += it.kind == ItemKind::kDelivery;
+  return absl::StrFormat(
+      "%d agents, %d replicas, %d keys, %d s (+%d s quiet), %d deliveries, "
+      "%d faults, ttl %s, flush %s",
+      agents, replicas, keys, absl::ToInt64Seconds(traffic),
+      absl::ToInt64Seconds(quiet), deliveries,
+      static_cast<int>(items.size()) - deliveries, absl::FormatDuration(ttl),
+      absl::FormatDuration(flush));
+}
+
+std::string Describe(const Item& it) {
+  std::string s = absl::StrFormat("#%d %7.3fs %s", it.id,
+                                  absl::ToDoubleSeconds(it.at),
+                                  ItemKindName(it.kind));
+  switch (it.kind) {
+    case ItemKind::kDelivery:
+      absl::StrAppend(&s, " agent ", it.agent, " key ", it.key);
+      if (it.cancel_after != absl::InfiniteDuration()) {
+        absl::StrAppend(&s, " cancelled after ",
+                        absl::FormatDuration(it.cancel_after));
+      }
+      break;
+    case ItemKind::kOutage:
+      absl::StrAppend(&s, " key ", it.key, " for ",
+                      absl::FormatDuration(it.length));
+      break;
+    case ItemKind::kPartition:
+      absl::StrAppend(&s, " agent ", it.agent, " / replica ", it.replica,
+                      " for ", absl::FormatDuration(it.length),
+                      it.detect == absl::InfiniteDuration()
+                          ? ", stream stalls"
+                          : absl::StrCat(", stream breaks after ",
+                                         absl::FormatDuration(it.detect)));
+      break;
+    case ItemKind::kSlowLink:
+      absl::StrAppend(&s, " agent ", it.agent, " / replica ", it.replica, " +",
+                      absl::FormatDuration(it.extra), " for ",
+                      absl::FormatDuration(it.length));
+      break;
+    case ItemKind::kReplicaCrash:
+      absl::StrAppend(&s, " replica ", it.replica, " down ",
+                      absl::FormatDuration(it.length));
+      break;
+    case ItemKind::kAgentCrash:
+      absl::StrAppend(&s, " agent ", it.agent, " down ",
+                      absl::FormatDuration(it.length));
+      break;
+    case ItemKind::kClockStep:
+      absl::StrAppend(&s, it.agent >= 0 ? " agent " : " replica ",
+                      it.agent >= 0 ? it.agent : -1 - it.agent, " by ",
+                      absl::FormatDuration(it.extra));
+      break;
+    case ItemKind::kPause:
+      absl::StrAppend(&s, it.key < 0 ? " every key (prefix)"
+                                     : absl::StrCat(" key ", it.key),
+                      " for ", absl::FormatDuration(it.length));
+      break;
+    case ItemKind::kReload: break;
+    case ItemKind::kDuplicate:
+      absl::StrAppend(&s, " agent ", it.agent, " / replica ", it.replica,
+                      ", again ", absl::FormatDuration(it.extra), " later");
+      break;
+  }
+  return s;
+}
+
+}  // namespace stagger::protocol_sim

@@ -1,0 +1,40 @@
+#include "bench/protocol_sim/planted_names.h"
+
+namespace stagger::protocol_sim {
+
+const std::vector<PlantedSwitch>& PlantedSwitches() {
+  using P = lease::PlantedRegressions;
+  static const auto* switches = new std::vector<PlantedSwitch>{
+      {"probe_ignores_acks", &P::probe_ignores_acks,
+       "a probe does not wait for acknowledgements"},
+      {"ack_covers_newer", &P::ack_covers_newer,
+       "an acknowledgement covers versions the agent never saw"},
+      {"agent_takes_stale_set", &P::agent_takes_stale_set,
+       "the agent applies a set message older than its copy"},
+      {"entry_added_late", &P::entry_added_late,
+       "check then act: a key's entry is added after the change"},
+      {"lease_from_receipt", &P::lease_from_receipt,
+       "two clocks: the lease counts from the renewal's arrival"},
+      {"no_restart_hold", &P::no_restart_hold,
+       "a restarted replica grants and probes at once"},
+      {"no_stand_in_hold", &P::no_stand_in_hold,
+       "a stand-in replica probes another member's keys at once"},
+      {"late_counts_ignore_order", &P::late_counts_ignore_order,
+       "late counts end a run of failures that came after them"},
+      {"drop_count_report", &P::drop_count_report,
+       "a count report is dropped without a word"},
+  };
+  return *switches;
+}
+
+bool TurnOn(absl::string_view name) {
+  for (const PlantedSwitch& s : PlantedSwitches()) {
+    if (name == s.name) {
+      lease::Planted().*(s.field) = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace stagger::protocol_sim

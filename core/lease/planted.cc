@@ -1,0 +1,10 @@
+#include "core/lease/planted.h"
+
+namespace stagger::lease {
+
+PlantedRegressions& Planted() {
+  static PlantedRegressions planted;
+  return planted;
+}
+
+}  // namespace stagger::lease
