@@ -364,6 +364,13 @@ void CapacityEstimator::Obey(const DeferralParams& p, absl::Time now,
                              absl::Duration wait) {
   Cut(p, now);
   source_ = Source::kLimiter;
+  // A round's goodput can hold the limiter's burst (refilled by a pause):
+  // not above what it served over about kRateTau, pauses included.
+  const double recent = Goodput(now);
+  if (recent * kTauMs / 1e3 >= kMinAnswers && kCutShare * recent < Pace(p)) {
+    SetPace(p, kCutShare * recent);
+    threshold_ = static_cast<float>(recent);
+  }
   const uint32_t ms = Ms32(now);
   const uint32_t wait_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(wait));

@@ -51,9 +51,9 @@
 //   - A limiter's word: an overload answered with a Retry-After or a
 //     RateLimit-Reset of d sets the pace directly: no release before
 //     now + d (FailureSignal::pause_until, for the release queue), the cut
-//     as above, but never above what the limiter let through between its
-//     last word and this one over that span, pause included (a fixed
-//     window's quota per window); and no probing upward for kLimiterHold:
+//     as above, but never above kCutShare of what it served over about
+//     kRateTau, pauses included (a round's goodput can hold the burst a
+//     pause refilled); and no probing upward for kLimiterHold:
 //     each word costs a pause. The pause and the round after it make no
 //     further cut: their refusals answer what was sent before the word.
 //   - deferral.release_rate_per_second, if set, caps the pace.

@@ -155,20 +155,24 @@ absl::Time LastEvidence(const EndpointState& st, absl::Time now) {
   return evidence;
 }
 
+namespace {
+// A rechecked call held by its own backoff that nothing since its arrival
+// lets go early: no sign of recovery (a backoff wait), or nothing sent
+// since it arrived has succeeded (a retry the pace held).
+bool OwnBackoffStands(const DecisionContext& c, const WaitState& w) {
+  if (w.backoff && LastEvidence(c.st, c.now) <= w.since) return true;
+  return w.paced && (c.st.release == nullptr ||
+                     !c.st.release->capacity.ServedSince(w.since));
+}
+}  // namespace
+
 WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
                           WaitState& w, WaitStep step) {
   if (step == WaitStep::kExpire || c.now >= w.until) {
     return WaitOutcome{DecideAdmit(c, in)};
   }
   const bool recheck = step == WaitStep::kRecheck;
-  if (recheck && w.backoff && LastEvidence(c.st, c.now) <= w.since) {
-    // No sign of recovery yet: its own backoff stands.
-    return Hold(w.until, /*gated=*/false);
-  }
-  if (recheck && w.paced &&
-      (c.st.release == nullptr ||
-       !c.st.release->capacity.ServedSince(w.since))) {
-    // Nothing sent since it arrived has succeeded: its own backoff stands.
+  if (recheck && OwnBackoffStands(c, w)) {
     return Hold(w.until, /*gated=*/false);
   }
   c.waiting = true;

@@ -253,6 +253,22 @@ TEST_F(OverloadTest, ALimitersWordPausesTheReleaseAndHoldsThePace) {
   EXPECT_DOUBLE_EQ(c_.Pace(p_), pace);
 }
 
+TEST_F(OverloadTest, ALimitersWordCutsToWhatItServedPausesIncluded) {
+  // After 200/s in [1, 1.25), a second with nothing sent (a pause), then
+  // [2.25, 2.5) at 300/s: the burst the pause refilled. Then "429,
+  // Retry-After: 1". That round's goodput holds the burst (a cut to 95% of
+  // it floods the limiter again after the pause); the pace goes to 95% of
+  // what was served over about kRateTau, the pause included.
+  Sent(c_, p_, 75, 2.25, 0.25, 0.001);
+  Failure word = kRefused;
+  word.limiter_wait = absl::Seconds(1);
+  ASSERT_TRUE(c_.OnFailure(p_, At(2.501), word).cut);
+  EXPECT_EQ(c_.source(), Source::kLimiter);
+  EXPECT_NEAR(c_.Pace(p_),
+              CapacityEstimator::kCutShare * c_.Goodput(At(2.501)), 1e-3);
+  EXPECT_LT(c_.Pace(p_), 200 * CapacityEstimator::kCutShare);
+}
+
 TEST_F(OverloadTest, ALimitersPauseAndTheRoundAfterItMakeNoFurtherCut) {
   // "Retry-After: 2" at 1.25: the cut, and nothing released before 3.25.
   Failure word = kRefused;
