@@ -136,7 +136,8 @@ struct ClientDecision {
   absl::Time defer_until = absl::InfinitePast();
   absl::Duration defer_for = absl::ZeroDuration();
   // The attempt the decision is about (Admit: the request's; failure
-  // Report: attempt + 1).
+  // Report: the attempt to Admit next, attempt + 1, or the same attempt
+  // when the failure used up none: proto Decision.attempt).
   int attempt = 0;
   // PROCEED to an Admit: the admission token to echo in this attempt's
   // Report (ReportRequest::admission; RetryLoop does it). 0 otherwise.

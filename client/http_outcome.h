@@ -31,6 +31,23 @@
 // Anything else (empty, "1.5", "soon", a date with a bad month or a zone
 // other than GMT) gives nullopt: report no Retry-After.
 //
+// ParseRateLimitReset reads the RateLimit-Reset header of
+// draft-ietf-httpapi-ratelimit-headers-06 (section 5.3): the seconds until
+// the limiter's quota resets, an RFC 8941 Integer ("30"; at most 15
+// digits, not negative), optionally followed by parameters (";w=60"),
+// which are ignored. Surrounding spaces/tabs are ignored; the result is
+// clamped to [0, engine::kMaxRetryAfter] (a server that sends a Unix time
+// instead, as some did before the draft, reads as a long wait, which the
+// coordinator clamps to the policy's retry_after_max). Anything else
+// (empty, "-1", "1.5", "soon", an HTTP-date, 16 digits or more) gives
+// nullopt: report no RateLimit-Reset. Report what it gives with the
+// attempt's outcome (AttemptResult::ratelimit_reset); the coordinator reads
+// it with RATE_LIMITED.
+//
+//   sc::AttemptResult r{sc::OutcomeFromHttpStatus(status),
+//                       sc::ParseRetryAfter(retry_after, absl::Now()),
+//                       sc::ParseRateLimitReset(ratelimit_reset)};
+//
 // Pure functions; thread-safe.
 #ifndef STAGGER_CLIENT_HTTP_OUTCOME_H_
 #define STAGGER_CLIENT_HTTP_OUTCOME_H_
@@ -49,6 +66,8 @@ engine::Outcome OutcomeFromHttpStatus(int status);
 // converted relative to it).
 std::optional<absl::Duration> ParseRetryAfter(absl::string_view header,
                                               absl::Time now);
+
+std::optional<absl::Duration> ParseRateLimitReset(absl::string_view header);
 
 }  // namespace stagger::client
 

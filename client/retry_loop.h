@@ -7,9 +7,11 @@
 //              DEFER(f)    park f (below), then Admit(n) again
 //              GIVE_UP     end kGaveUp
 //   Report(n)  SUCCESS     end kSucceeded, whatever the answer
-//   (failure)  PROCEED(d)  back off d (below), then Admit(n+1)
-//              DEFER(f)    park f, then Admit(n+1)
+//   (failure)  PROCEED(d)  back off d (below), then Admit(m)
+//              DEFER(f)    park f, then Admit(m)
 //              GIVE_UP     end kGaveUp
+//   where m is the decision's attempt: n+1, or n again when the failure
+//   used up no attempt (an overload, the fleet's half-open probe).
 //   DONE to anything but a success report, or an error status: end kError
 //   (INVALID_ARGUMENT: the caller's bug; the message names the field).
 //
@@ -77,12 +79,14 @@ inline constexpr absl::Duration kDefaultAttemptTimeout = absl::Seconds(30);
 inline constexpr absl::Duration kMinPark = absl::Milliseconds(10);
 
 // What one attempt produced. retry_after: the endpoint's Retry-After, if it
-// sent one (see ParseRetryAfter), within [0, engine::kMaxRetryAfter]. Named
+// sent one (see ParseRetryAfter); ratelimit_reset: its RateLimit-Reset (see
+// ParseRateLimitReset); each within [0, engine::kMaxRetryAfter]. Named
 // fields, each optional but the outcome: more of what the endpoint said
 // fit here without changing callers.
 struct AttemptResult {
   engine::Outcome outcome = engine::Outcome::kSuccess;
   std::optional<absl::Duration> retry_after;
+  std::optional<absl::Duration> ratelimit_reset;
 };
 
 // The attempt to send: its number (>= 1) and how long it may take (the

@@ -93,6 +93,7 @@ engine::ReportInput CoordinatedDriver::ReportFor(int id) const {
   in.attempt = d.attempt;
   in.outcome = d.last.outcome;
   in.retry_after = d.last.retry_after;
+  in.ratelimit_reset = d.last.ratelimit_reset;
   in.deadline = deadline_[id];
   in.first_attempt_time = first_attempt_[id];
   in.admission = d.admission;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "bench/sim/limit.h"
@@ -11,8 +12,12 @@ namespace stagger::sim {
 Endpoint::Endpoint(const EndpointSpec& spec)
     : spec_(&spec),
       rate_(spec.capacity_per_second),
-      burst_(std::max(1.0, spec.capacity_per_second * 0.1)),
-      tokens_(burst_) {}
+      burst_(spec.BurstAttempts()),
+      tokens_(burst_) {
+  if (spec.limiter == LimiterKind::kQueue && rate_ > 0) {
+    free_at_.assign(std::max(1, spec.servers), 0);
+  }
+}
 
 Endpoint::Answer Endpoint::Receive(int64_t t_ns) {
   Answer a;
@@ -23,6 +28,8 @@ Endpoint::Answer Endpoint::Receive(int64_t t_ns) {
     if (spec_->down_retry_after > absl::ZeroDuration()) {
       a.outcome = engine::Outcome::kRateLimited;
       a.retry_after = spec_->down_retry_after;
+    } else if (spec_->down_rate_limited) {
+      a.outcome = engine::Outcome::kRateLimited;
     } else {
       a.outcome = engine::Outcome::kRetryableFailure;
     }
@@ -35,14 +42,90 @@ Endpoint::Answer Endpoint::Receive(int64_t t_ns) {
     return a;
   }
   if (rate_ > 0) {
-    tokens_ = std::min(burst_, tokens_ + (t_ns - last_ns_) * rate_ / 1e9);
-    last_ns_ = t_ns;
-    if (tokens_ < 1.0) {
-      a.ok = false;  // overloaded: 503
-      a.outcome = engine::Outcome::kRetryableFailure;
-      return a;
+    if (std::optional<Answer> refused = Limit(t_ns, &a.extra_ns)) {
+      return *refused;
     }
-    tokens_ -= 1.0;
+  }
+  return a;
+}
+
+std::optional<Endpoint::Answer> Endpoint::Limit(int64_t t_ns,
+                                                int64_t* extra_ns) {
+  if (spec_->limiter == LimiterKind::kQueue) {
+    last_ns_ = t_ns;
+    // The server that frees first takes the attempt once the ones queued
+    // before it have started: a FIFO queue in front of `servers` workers.
+    std::pop_heap(free_at_.begin(), free_at_.end(), std::greater<>());
+    const int64_t start = std::max(t_ns, free_at_.back());
+    if (start - t_ns > Ns(spec_->queue_timeout)) {
+      std::push_heap(free_at_.begin(), free_at_.end(), std::greater<>());
+      return Refusal();
+    }
+    const int64_t service = static_cast<int64_t>(free_at_.size() * 1e9 / rate_);
+    free_at_.back() = start + service;
+    std::push_heap(free_at_.begin(), free_at_.end(), std::greater<>());
+    *extra_ns = start + service - t_ns;
+    return std::nullopt;
+  }
+  Advance(t_ns);
+  if (Take()) return std::nullopt;
+  return Refusal();
+}
+
+void Endpoint::Advance(int64_t t_ns) {
+  // The hidden traffic first, each request at its own instant, while up.
+  const double hidden = spec_->hidden_per_second;
+  while (hidden > 0 && hidden_next_ns_ <= t_ns) {
+    const int64_t h = hidden_next_ns_;
+    const std::vector<DownInterval>& down = spec_->down;
+    const bool h_down = std::any_of(
+        down.begin(), down.end(), [h](const DownInterval& d) {
+          return h >= Ns(d.start) && h < Ns(d.end);
+        });
+    if (!h_down) {
+      Refill(h);
+      Take();
+    }
+    ++hidden_count_;
+    hidden_next_ns_ = static_cast<int64_t>(
+        std::ceil(static_cast<double>(hidden_count_) * 1e9 / hidden));
+  }
+  Refill(t_ns);
+}
+
+void Endpoint::Refill(int64_t t_ns) {
+  if (t_ns < last_ns_) return;
+  tokens_ = std::min(burst_, tokens_ + (t_ns - last_ns_) * rate_ / 1e9);
+  last_ns_ = t_ns;
+}
+
+bool Endpoint::Take() {
+  if (tokens_ < 1.0) return false;
+  tokens_ -= 1.0;
+  return true;
+}
+
+int64_t Endpoint::UntilTokens(double tokens) const {
+  if (spec_->limiter == LimiterKind::kQueue) {
+    return std::max<int64_t>(0, free_at_.front() - last_ns_ -
+                                    Ns(spec_->queue_timeout));
+  }
+  return static_cast<int64_t>(std::ceil((tokens - tokens_) * 1e9 / rate_));
+}
+
+Endpoint::Answer Endpoint::Refusal() const {
+  Answer a;
+  a.ok = false;
+  a.over_capacity = true;
+  a.outcome = engine::Outcome::kRateLimited;  // 429 or 503
+  // Whole seconds, rounded up, at least 1 (HTTP's delta-seconds): until
+  // there is room for one attempt, and until the quota is back.
+  auto seconds = [](int64_t ns) {
+    return absl::Seconds(std::max<int64_t>(1, (ns + 999999999) / 1000000000));
+  };
+  if (spec_->refusal.retry_after) a.retry_after = seconds(UntilTokens(1));
+  if (spec_->refusal.ratelimit_reset) {
+    a.ratelimit_reset = seconds(UntilTokens(burst_));
   }
   return a;
 }
@@ -208,6 +291,16 @@ void Fleet::Send(int64_t now, int id) {
     result_.attempts_per_bucket.resize(b + 1, 0);
   }
   ++result_.attempts_per_bucket[b];
+  if (d.last.ok || d.last.over_capacity) {
+    std::vector<int64_t>& counts = d.last.ok ? result_.successes_per_bucket
+                                             : result_.over_capacity_per_bucket;
+    if (counts.size() <= b) counts.resize(b + 1, 0);
+    ++counts[b];
+  }
+  if (d.last.over_capacity) {
+    ++result_.over_capacity;
+    ++ep.over_capacity;
+  }
   if (result_.disabled_s.has_value()) ++result_.attempts_after_disable;
   if (d.attempt == 1) {
     ++result_.first_attempts;
@@ -216,7 +309,9 @@ void Fleet::Send(int64_t now, int id) {
     ++result_.wasted_attempts;
     ++ep.wasted_attempts;
   }
-  if (d.last.retry_after.has_value()) {
+  // The origin of recovery_to_99_s: a Retry-After the endpoint sent while
+  // down (a limiter's, while up, is part of the recovery it measures).
+  if (d.last.retry_after.has_value() && !d.last.over_capacity) {
     retry_after_end_ns_ = std::max(
         retry_after_end_ns_, now + response_ns_ + Ns(*d.last.retry_after));
   }
@@ -230,7 +325,7 @@ void Fleet::Send(int64_t now, int id) {
     t.failed = !d.last.ok;
     trace_(t);
   }
-  Push(now + response_ns_, id, EventType::kAnswer);
+  Push(now + response_ns_ + d.last.extra_ns, id, EventType::kAnswer);
 }
 
 void Fleet::Delivered(int64_t now, int id) {
@@ -333,12 +428,21 @@ void Fleet::FinishTimes() {
     result_.time_to_99_s = std::max<int64_t>(0, *t99 - recovery_ns_) / 1e9;
     result_.recovery_to_99_s = std::max<int64_t>(0, *t99 - origin) / 1e9;
   }
+  if (result_.delivered == s_.subscriptions && !delivered_at_.empty()) {
+    result_.recovery_to_100_s =
+        std::max<int64_t>(0, delivered_at_.back() - origin) / 1e9;
+  }
   const int64_t by_origin =
       std::upper_bound(delivered_at_.begin(), delivered_at_.end(), origin) -
       delivered_at_.begin();
   const double need =
       std::ceil(0.99 * static_cast<double>(s_.subscriptions)) - by_origin;
-  result_.limit_s = LimitSeconds(s_, need, origin / 1e9);
+  // Deliveries still created after the origin are not a backlog waiting
+  // at it: no limit then.
+  const bool arriving =
+      s_.arrival_rate > 0 &&
+      (s_.subscriptions - 1) * 1e9 / s_.arrival_rate > origin;
+  if (!arriving) result_.limit_s = LimitSeconds(s_, need, origin / 1e9);
   int64_t healthy = 0;
   for (size_t e = 0; e < s_.endpoints.size(); ++e) {
     if (s_.endpoints[e].down.empty()) {

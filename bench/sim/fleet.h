@@ -104,15 +104,23 @@ struct Sooner {
 
 // An endpoint as the fleet sees it: down in its spec's intervals (failing
 // every attempt with its failure kind), up otherwise, where a share of the
-// attempts may fail (up_failure_share) and a capacity may apply (a token
-// bucket of 100 ms worth, full at the start and refilled while down).
-// Attempts must arrive in time order.
+// attempts may fail (up_failure_share) and a limiter may refuse attempts
+// above its capacity (sim.h, LimiterKind; it refills while down, and the
+// hidden traffic takes its share while up). Attempts must arrive in time
+// order.
 class Endpoint {
  public:
   struct Answer {
     bool ok = true;
     engine::Outcome outcome = engine::Outcome::kSuccess;
     std::optional<absl::Duration> retry_after;
+    // RateLimit-Reset (a refusal whose spec says so).
+    std::optional<absl::Duration> ratelimit_reset;
+    // The limiter refused it while the endpoint was up.
+    bool over_capacity = false;
+    // How long the answer takes on top of the round trip (a queue's wait
+    // and service).
+    int64_t extra_ns = 0;
   };
   explicit Endpoint(const EndpointSpec& spec);
   // An attempt arriving at `t_ns`.
@@ -122,13 +130,30 @@ class Endpoint {
   bool Down(int64_t t_ns);
   // The k-th of `received` attempts is one of `share`'s (spread evenly).
   static bool InShare(double share, int64_t& received);
+  // The limiter's answer to an attempt at `t_ns` while up: nullopt if it
+  // takes the attempt (extra_ns set for a queue), else the refusal.
+  std::optional<Answer> Limit(int64_t t_ns, int64_t* extra_ns);
+  // Brings the limiter to `t_ns`: the hidden traffic up to it, each
+  // request at its own instant (Refill, then Take), then Refill.
+  void Advance(int64_t t_ns);
+  // Refills the limiter to `t_ns` (a fixed window: a new window's quota).
+  void Refill(int64_t t_ns);
+  // Takes one unit of the limiter's room at `t_ns` if it has one.
+  bool Take();
+  // Nanoseconds until the limiter holds `tokens` again (a queue: until it
+  // takes an attempt), from the instant it was last brought to.
+  int64_t UntilTokens(double tokens) const;
+  Answer Refusal() const;
 
   const EndpointSpec* spec_;
   size_t next_ = 0;  // the first down interval not yet over
   double rate_;
   double burst_;
-  double tokens_;
-  int64_t last_ns_ = 0;
+  double tokens_;          // kTokenBucket
+  int64_t last_ns_ = 0;    // the limiter was brought here
+  int64_t hidden_next_ns_ = 0;  // the next hidden request
+  int64_t hidden_count_ = 0;    // hidden requests so far
+  std::vector<int64_t> free_at_;  // kQueue: each server's, a min-heap
   int64_t up_received_ = 0;
   int64_t down_received_ = 0;
 };

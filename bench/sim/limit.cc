@@ -2,22 +2,25 @@
 
 #include <algorithm>
 
-#include "core/engine/capacity_estimator.h"
 
 namespace stagger::sim {
 
 SlowStart SlowStartFor(const Scenario& s) {
-  using engine::CapacityEstimator;
   SlowStart m;
-  m.start_pace = CapacityEstimator::kStartPace;
-  m.growth = 1 + CapacityEstimator::kSlowStartGain;
+  m.start_pace = kReferenceStartPace;
+  m.growth = kReferenceGrowth;
   m.rtt_s = absl::ToDoubleSeconds(s.response_time);
   bool unlimited = false;
+  double service_s = 0;
   for (const EndpointSpec& e : s.endpoints) {
     if (e.down.empty()) continue;
     if (e.capacity_per_second <= 0) unlimited = true;
-    m.capacity += e.capacity_per_second;
+    m.capacity += e.FleetCapacity();
+    if (e.limiter == LimiterKind::kQueue && e.capacity_per_second > 0) {
+      service_s = std::max(service_s, e.servers / e.capacity_per_second);
+    }
   }
+  m.rtt_s += service_s;
   if (unlimited) m.capacity = 0;
   if (s.concurrency > 0 && m.rtt_s > 0) {
     const double pool = s.concurrency / m.rtt_s;
@@ -43,9 +46,9 @@ std::optional<double> LimitSeconds(const Scenario& s, double backlog,
                                    double origin_s) {
   double limit = 0;
   if (backlog > 0) {
+    const SlowStart m = SlowStartFor(s);
     limit = absl::ToDoubleSeconds(s.engine_policy.breaker.open_max) +
-            absl::ToDoubleSeconds(s.response_time) +
-            SlowStartSeconds(SlowStartFor(s), backlog);
+            m.rtt_s + SlowStartSeconds(m, backlog);
   }
   if (s.horizon > absl::ZeroDuration() &&
       origin_s + limit > absl::ToDoubleSeconds(s.horizon)) {

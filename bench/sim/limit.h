@@ -5,15 +5,19 @@
 //   one probe period (the breaker's open_max: the longest a fleet that
 //   stops sending into an outage goes without looking)
 // + one round trip (the answer that shows the recovery)
-// + the time a slow start takes to deliver the backlog: from the engine's
-//   start pace (engine::CapacityEstimator::kStartPace), growing
-//   (1 + kSlowStartGain)-fold per round trip, capped at the capacity.
+// + the time a slow start takes to deliver the backlog: from a reference
+//   start pace (kReferenceStartPace, 10/s), growing kReferenceGrowth-fold
+//   (x3) per round trip, capped at the capacity. These are the reference's
+//   own constants, not the engine's: tuning the engine does not move the
+//   limit it is measured against.
 //
-// The round trip is the scenario's response_time (what the engine measures
-// from its probes; CapacityEstimator::kDefaultRtt before any). The capacity
-// is the sum of the capacities of the endpoints that go down (unlimited if
-// one of them is), and with a finite pool at most concurrency /
-// response_time (a worker sends one attempt per answer). The backlog is what
+// The round trip is the scenario's response_time, plus a queue's service
+// time for an endpoint that queues (sim.h, LimiterKind::kQueue). The
+// capacity is the sum of what the fleet can have of the endpoints that go
+// down (EndpointSpec::FleetCapacity: a shared limiter's rate less the
+// traffic the fleet cannot see; unlimited if one of them is), and with a
+// finite pool at most concurrency / round trip (a worker sends one attempt
+// per answer). The backlog is what
 // the 99% mark still needs at the origin: ceil(0.99 x deliveries) minus the
 // ones delivered by then; none left: the limit is 0.
 // Pure functions.
@@ -25,6 +29,9 @@
 #include "bench/sim/sim.h"
 
 namespace stagger::sim {
+
+inline constexpr double kReferenceStartPace = 10;  // attempts/s
+inline constexpr double kReferenceGrowth = 3;      // per round trip
 
 struct SlowStart {
   double start_pace = 0;  // attempts/s in the first round trip

@@ -15,6 +15,7 @@
 // Exit status: 0 on success (also when the matrix misses the bar: it is a
 // report), 2 on bad flags, 1 if a run failed, 3 with --matrix_strict when a
 // scenario misses the bar.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -154,6 +155,10 @@ ABSL_FLAG(bool, ttl_table, false,
 // Output.
 ABSL_FLAG(std::string, format, "markdown", "markdown or csv");
 ABSL_FLAG(std::string, plot, "", "write attempts/s over time to this SVG file");
+ABSL_FLAG(bool, timeline, false,
+          "after the table (Markdown), what the endpoints saw per --bucket "
+          "from the recovery on: attempts that succeeded and over-capacity "
+          "answers, per policy");
 ABSL_FLAG(std::string, policies, "",
           "comma-separated subset of: no_backoff, exponential, equal_jitter, "
           "full_jitter, decorrelated_jitter, full_jitter_budget, coordinated");
@@ -355,7 +360,12 @@ std::optional<sim::Scenario> ScenarioFromFlags(int* exit) {
 std::optional<sim::Scenario> ChosenScenario(int* exit) {
   const std::string key = absl::GetFlag(FLAGS_scenario);
   if (key.empty()) return ScenarioFromFlags(exit);
-  if (std::string n = ChangedNames(ScenarioFlags()); !n.empty()) {
+  // --bucket is how it is measured, not what happens: it may be given.
+  std::vector<const absl::CommandLineFlag*> flags = ScenarioFlags();
+  flags.erase(std::remove(flags.begin(), flags.end(),
+                          &absl::GetFlagReflectionHandle(FLAGS_bucket)),
+              flags.end());
+  if (std::string n = ChangedNames(flags); !n.empty()) {
     std::cerr << "--scenario=" << key << " sets the scenario; it does not "
               << "take " << n << "\n";
     *exit = 2;
@@ -371,6 +381,7 @@ std::optional<sim::Scenario> ChosenScenario(int* exit) {
     *exit = 2;
     return std::nullopt;
   }
+  if (Changed(FLAGS_bucket)) m->scenario.bucket = absl::GetFlag(FLAGS_bucket);
   return m->scenario;
 }
 
@@ -396,7 +407,7 @@ std::string MatrixConflicts() {
   if (std::string n = ChangedNames(EngineFlags()); !n.empty()) {
     conflicts.push_back(n);
   }
-  for (const char* name : {"scenario", "policies", "plot"}) {
+  for (const char* name : {"scenario", "policies", "plot", "timeline"}) {
     const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
     if (f->CurrentValue() != f->DefaultValue()) {
       conflicts.push_back(absl::StrCat("--", name));
@@ -505,7 +516,8 @@ int RunTtlTableMode() {
   std::vector<const absl::CommandLineFlag*> others = ScenarioFlags();
   for (const absl::CommandLineFlag* f : EngineFlags()) others.push_back(f);
   for (const char* name :
-       {"scenario", "policies", "plot", "matrix", "seeds", "matrix_strict",
+       {"scenario", "policies", "plot", "timeline", "matrix", "seeds",
+        "matrix_strict",
         "jobs", "format", "waiting_admission", "agents", "flush_interval",
         "push_latency", "lease_ttl", "deaf_agents"}) {
     others.push_back(absl::FindCommandLineFlag(name));
@@ -605,6 +617,9 @@ int RunScenarioMode(const std::string& format) {
   }
   std::cout << (format == "csv" ? sim::FormatCsv(*results)
                                 : sim::FormatMarkdown(s, *results));
+  if (absl::GetFlag(FLAGS_timeline)) {
+    std::cout << "\n" << sim::FormatTimeline(s, *results);
+  }
   const std::string plot = absl::GetFlag(FLAGS_plot);
   if (!plot.empty()) {
     std::ofstream f(plot);

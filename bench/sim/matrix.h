@@ -11,7 +11,17 @@
 //       fails if any does);
 //   (d) shared-pool scenarios only (a finite pool, an endpoint always up and
 //       one that goes down): the always-up endpoints' 99% time, from t=0,
-//       against the best jittered one by (c)'s formula.
+//       against the best jittered one by (c)'s formula;
+//   (e) nothing given up, in every scenario whose fleet can be delivered
+//       before the horizon (CapacityBound);
+// and in limited scenarios (IsLimited: an endpoint that goes down has a
+// finite capacity after it):
+//   (f) over-capacity answers (PolicyResult::over_capacity) <= 5% of the
+//       deliveries (kOverCapacityShare), 10% where the limiter is shared
+//       with traffic the fleet cannot see (kSharedOverCapacityShare);
+//   (g) where the backlog can finish (limit_s set): recovery to 100%
+//       (recovery_to_100_s) <= 1.5 x limit_s + 1 s, and the limit target
+//       below, which is then part of the bar.
 //
 // "Independent rows" are every policy but kCoordinated (no_backoff and
 // full_jitter_budget included); the "jittered" ones are equal, full and
@@ -22,9 +32,10 @@
 // scenario, never engine parameters. Its fleet (waiting admission, agents
 // with leases) is Scenario's default unless the caller changes it.
 //
-// Beside the bar, the limit target: recovery_to_99_s <= 1.2 x limit_s +
-// 0.5 s (PolicyResult; limit.h), in every scenario whose backlog can finish
-// (limit_s set). It is reported apart from the bar.
+// The limit target: recovery_to_99_s <= 1.2 x limit_s + 0.5 s
+// (PolicyResult; limit.h), in every scenario whose backlog can finish
+// (limit_s set). Part of the bar in limited scenarios (g); reported apart
+// from it elsewhere.
 //
 // Contract: the grid is one table in matrix.cc (MatrixGrid); results and
 // text are deterministic for a seed and do not depend on `jobs`.
@@ -69,6 +80,14 @@ std::optional<MatrixScenario> FindMatrixScenario(absl::string_view key,
 std::optional<double> CapacityBound(const Scenario& s);
 // The rows (c) and (d) take their reference from.
 bool IsJittered(Policy p);
+// An endpoint that goes down has a finite capacity when up: (f) and (g)
+// apply.
+bool IsLimited(const Scenario& s);
+// Some limited endpoint shares its limiter with traffic the fleet cannot
+// see.
+bool SharesLimiter(const Scenario& s);
+inline constexpr double kOverCapacityShare = 0.05;
+inline constexpr double kSharedOverCapacityShare = 0.10;
 
 struct MatrixResult {
   MatrixScenario scenario;
@@ -101,14 +120,19 @@ struct ScenarioBar {
   std::string key;
   uint64_t seed = 0;
   BarCheck delivered, wasted, time_to_99, healthy_time_to_99;
-  // The limit target (not part of the bar).
+  BarCheck given_up, over_capacity, recovery_to_100;  // (e), (f), (g)
+  // The limit target: part of the bar iff limit_enforced ((g)).
   BarCheck limit_target;
+  bool limit_enforced = false;
   double messages_per_delivery = 0;  // the coordinated row's
   bool Passes() const;  // every criterion of the bar that applies
 };
 
 // The limit target for a coordinated row: applies iff limit_s is set.
 BarCheck LimitTarget(const PolicyResult& coordinated);
+// (g)'s recovery to 100%: applies iff limit_s is set; "never" if anything
+// was given up or left unfinished.
+BarCheck RecoveryTo100(const PolicyResult& coordinated);
 // The bar for one scenario's rows (which must include every policy).
 ScenarioBar EvaluateBar(const MatrixResult& r);
 
@@ -122,7 +146,9 @@ struct AggregatedBar {
     int seeds_passed = 0;
   };
   std::string key;
-  Worst delivered, wasted, time_to_99, healthy_time_to_99, limit_target;
+  Worst delivered, wasted, time_to_99, healthy_time_to_99, given_up,
+      over_capacity, recovery_to_100, limit_target;
+  bool limit_enforced = false;
   double messages_per_delivery = 0;  // the most on any seed
   int seeds = 0;
   int seeds_passed = 0;  // seeds on which the whole bar passed
@@ -139,7 +165,7 @@ std::vector<AggregatedBar> AggregateBars(
 inline constexpr char kMatrixCsvHeader[] =
     "scenario,policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,"
     "wasted_attempts,delivered,given_up,recovery_to_99_s,limit_s,"
-    "messages_per_delivery";
+    "messages_per_delivery,over_capacity,recovery_to_100_s";
 std::string FormatMatrixCsv(const std::vector<MatrixResult>& results);
 // The grid (one line per scenario, its parameters) and the rows, as
 // Markdown tables.

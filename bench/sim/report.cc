@@ -29,6 +29,38 @@ std::string Seconds(absl::Duration d) {
   return absl::FormatDuration(d);
 }
 
+// The limiter, when it is not the default (a token bucket of 100 ms,
+// refusing with a bare 503): ": token bucket of 20, 429 with Retry-After,
+// 100/s of it taken by traffic the fleet cannot see".
+std::string LimiterPhrase(const EndpointSpec& e) {
+  std::vector<std::string> parts;
+  switch (e.limiter) {
+    case LimiterKind::kTokenBucket:
+      if (e.burst > 0) {
+        parts.push_back(absl::StrCat("token bucket of ", Thousands(e.burst)));
+      }
+      break;
+    case LimiterKind::kQueue:
+      parts.push_back(absl::StrCat(e.servers, " workers and a queue of up to ",
+                                   Seconds(e.queue_timeout), " of wait"));
+      break;
+  }
+  const RefusalSpec& r = e.refusal;
+  if (r.status != 503 || r.retry_after || r.ratelimit_reset) {
+    std::string refusal = absl::StrCat("refusing with ", r.status);
+    if (r.retry_after) absl::StrAppend(&refusal, " + Retry-After");
+    if (r.ratelimit_reset) absl::StrAppend(&refusal, " + RateLimit-Reset");
+    parts.push_back(refusal);
+  }
+  if (e.hidden_per_second > 0) {
+    parts.push_back(absl::StrCat(Thousands(e.hidden_per_second),
+                                 "/s of it taken by traffic the fleet "
+                                 "cannot see"));
+  }
+  return parts.empty() ? std::string()
+                       : absl::StrCat(": ", absl::StrJoin(parts, ", "));
+}
+
 // "down for 20s, then instantly healthy", "down in [0s, 5s), [8s, 13s),
 // then healthy", "always up"; then what it answers while down.
 std::string EndpointPhrase(const EndpointSpec& e) {
@@ -53,11 +85,14 @@ std::string EndpointPhrase(const EndpointSpec& e) {
                               ? absl::StrCat(", answering 503 with Retry-After ",
                                              Seconds(e.down_retry_after),
                                              " while down")
+                          : e.down_rate_limited
+                              ? std::string(", answering 503 while down")
                               : std::string(", answering 500 while down"));
   }
   absl::StrAppend(&out, " (capacity ",
                   e.capacity_per_second > 0
-                      ? absl::StrCat(Thousands(e.capacity_per_second), "/s")
+                      ? absl::StrCat(Thousands(e.capacity_per_second), "/s",
+                                     LimiterPhrase(e))
                       : std::string("unlimited"),
                   ")");
   return out;
@@ -167,7 +202,45 @@ std::string CsvCells(const PolicyResult& r) {
       std::llround(r.peak_rps_recovery), ",", CsvTime(r.time_to_99_s), ",",
       r.wasted_attempts, ",", r.delivered, ",", r.given_up, ",",
       CsvTime(r.recovery_to_99_s), ",", CsvTime(r.limit_s), ",",
-      absl::StrFormat("%.2f", r.messages_per_delivery));
+      absl::StrFormat("%.2f", r.messages_per_delivery), ",", r.over_capacity,
+      ",", CsvTime(r.recovery_to_100_s));
+}
+
+std::string FormatTimeline(const Scenario& s,
+                           const std::vector<PolicyResult>& results,
+                           int max_rows) {
+  const int64_t bucket = std::max<int64_t>(1, absl::ToInt64Nanoseconds(s.bucket));
+  const size_t first =
+      static_cast<size_t>(absl::ToInt64Nanoseconds(Recovery(s)) / bucket);
+  size_t end = first;
+  for (const PolicyResult& r : results) {
+    end = std::max({end, r.successes_per_bucket.size(),
+                    r.over_capacity_per_bucket.size()});
+  }
+  end = std::min(end, first + static_cast<size_t>(std::max(0, max_rows)));
+  std::string out = "| After recovery |";
+  std::string align = "|---:|";
+  for (const PolicyResult& r : results) {
+    absl::StrAppend(&out, " ", PolicyKey(r.policy), ": succeeded | ",
+                    PolicyKey(r.policy), ": over capacity |");
+    absl::StrAppend(&align, "---:|---:|");
+  }
+  absl::StrAppend(&out, "\n", align, "\n");
+  auto at = [](const std::vector<int64_t>& v, size_t i) {
+    return i < v.size() ? v[i] : int64_t{0};
+  };
+  for (size_t b = first; b < end; ++b) {
+    absl::StrAppend(&out, "| ",
+                    absl::FormatDuration(absl::Nanoseconds(
+                        static_cast<int64_t>(b - first) * bucket)),
+                    " |");
+    for (const PolicyResult& r : results) {
+      absl::StrAppend(&out, " ", at(r.successes_per_bucket, b), " | ",
+                      at(r.over_capacity_per_bucket, b), " |");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
 }
 
 std::string FormatCsv(const std::vector<PolicyResult>& results) {
@@ -205,7 +278,7 @@ std::string MarkdownTable(const Scenario& s,
         Thousands(static_cast<double>(r.delivered)), " | ",
         Thousands(static_cast<double>(r.given_up)), " | ",
         time(r.recovery_to_99_s, "never"), " | ",
-        time(r.limit_s, "cannot finish"), " | ",
+        time(r.limit_s, "no limit"), " | ",
         r.policy == Policy::kCoordinated
             ? absl::StrFormat("%.2f", r.messages_per_delivery)
             : std::string("-"),

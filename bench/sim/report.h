@@ -16,13 +16,15 @@
 
 namespace stagger::sim {
 
-// Exactly this header line, then one line per result, in order. The last
-// three: PolicyResult::recovery_to_99_s and limit_s ("inf": never / the
-// backlog cannot finish) to 0.1 s, and coordinator messages per delivery
-// to 0.01 (0 for the independent rows, which talk to no coordinator).
+// Exactly this header line, then one line per result, in order.
+// recovery_to_99_s, limit_s and recovery_to_100_s ("inf": never / the
+// backlog cannot finish / something was given up) to 0.1 s; coordinator
+// messages per delivery to 0.01 (0 for the independent rows, which talk to
+// no coordinator); over_capacity: PolicyResult::over_capacity.
 inline constexpr char kCsvHeader[] =
     "policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,wasted_attempts,"
-    "delivered,given_up,recovery_to_99_s,limit_s,messages_per_delivery";
+    "delivered,given_up,recovery_to_99_s,limit_s,messages_per_delivery,"
+    "over_capacity,recovery_to_100_s";
 
 std::string FormatCsv(const std::vector<PolicyResult>& results);
 // One result's line of that table, without the newline.
@@ -46,6 +48,15 @@ std::string DescribeFleet(const Scenario& s);
 // each row that gave up, why.
 std::string FormatMarkdown(const Scenario& s,
                            const std::vector<PolicyResult>& results);
+
+// What the endpoints saw after the recovery, one row per bucket (the
+// scenario's), the way an access log counts them: attempts that succeeded
+// and over-capacity answers (PolicyResult::successes_per_bucket,
+// over_capacity_per_bucket), per result, from the bucket of the recovery to
+// the last one with an attempt (at most `max_rows` rows).
+std::string FormatTimeline(const Scenario& s,
+                           const std::vector<PolicyResult>& results,
+                           int max_rows = 60);
 
 // Attempts/s over virtual time, one line per result, the outage shaded,
 // log-scaled y axis (the rows span four orders of magnitude).

@@ -47,6 +47,30 @@ std::optional<Policy> PolicyFromKey(absl::string_view key) {
   return std::nullopt;
 }
 
+const char* LimiterKindName(LimiterKind k) {
+  switch (k) {
+    case LimiterKind::kTokenBucket: return "token bucket";
+    case LimiterKind::kQueue: return "queue";
+  }
+  return "unknown";
+}
+
+double EndpointSpec::FleetCapacity() const {
+  if (capacity_per_second <= 0) return 0;
+  return std::max(0.0, capacity_per_second - hidden_per_second);
+}
+
+double EndpointSpec::BurstAttempts() const {
+  switch (limiter) {
+    case LimiterKind::kTokenBucket:
+      return burst > 0 ? burst : std::max(1.0, capacity_per_second * 0.1);
+    case LimiterKind::kQueue:
+      return servers + capacity_per_second *
+                           absl::ToDoubleSeconds(queue_timeout);
+  }
+  return 1;
+}
+
 EndpointSpec OutageEndpoint(absl::Duration outage, double capacity_per_second,
                             absl::Duration down_retry_after) {
   EndpointSpec e;
@@ -105,6 +129,31 @@ std::vector<int> AssignEndpoints(const Scenario& s) {
 
 namespace {
 
+void ValidateLimiter(const EndpointSpec& e, const std::string& name,
+                     std::vector<std::string>* errors) {
+  auto check = [&](bool ok, absl::string_view field, absl::string_view rule) {
+    if (!ok) errors->push_back(absl::StrCat(name, ".", field, ": ", rule));
+  };
+  check(e.burst == 0 || (e.burst >= 1 && e.burst <= 1e7), "burst",
+        "must be 0 (100 ms of capacity) or in [1, 10000000]");
+  check(e.servers >= 1 && e.servers <= 100000, "servers",
+        "must be in [1, 100000]");
+  check(e.queue_timeout >= absl::ZeroDuration() &&
+            e.queue_timeout <= absl::Minutes(10),
+        "queue_timeout", "must be in [0, 10min]");
+  check(e.refusal.status == 429 || e.refusal.status == 503, "refusal.status",
+        "must be 429 or 503");
+  check(e.hidden_per_second >= 0 && e.hidden_per_second <= 1e7 &&
+            (e.hidden_per_second == 0 ||
+             e.hidden_per_second < e.capacity_per_second),
+        "hidden_per_second",
+        "must be in [0, 10000000] and below capacity_per_second");
+  check(e.hidden_per_second == 0 || e.limiter != LimiterKind::kQueue,
+        "hidden_per_second", "must be 0 for a queue");
+  check(!(e.down_rate_limited && e.down_retry_after > absl::ZeroDuration()),
+        "down_rate_limited", "excludes down_retry_after (that is a 503 too)");
+}
+
 void ValidateEndpoints(const Scenario& s, std::vector<std::string>* errors) {
   if (s.endpoints.empty() || s.endpoints.size() > 1000) {
     errors->push_back("endpoints: must have 1..1000 endpoints");
@@ -146,6 +195,7 @@ void ValidateEndpoints(const Scenario& s, std::vector<std::string>* errors) {
       errors->push_back(
           absl::StrCat(name, ".down_failure_share: must be in (0, 1]"));
     }
+    ValidateLimiter(e, name, errors);
   }
 }
 

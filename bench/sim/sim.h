@@ -139,6 +139,34 @@ struct DownInterval {
   absl::Duration end;
 };
 
+// What limits an endpoint's capacity while it is up (EndpointSpec::
+// capacity_per_second > 0). Either kind refills while the endpoint is down,
+// so it is at its fullest at each recovery.
+enum class LimiterKind : uint8_t {
+  // A token bucket (nginx's limit_req, most API gateways): capacity tokens
+  // a second, holding `burst`; an attempt takes one or is refused at once.
+  kTokenBucket = 0,
+  // A server with `servers` workers and a queue: each attempt is served in
+  // servers / capacity seconds, first come first served, and waits for a
+  // worker in the queue; its answer takes the wait and the service on top
+  // of the round trip. An attempt that would wait longer than
+  // `queue_timeout` is refused at once (503).
+  kQueue = 1,
+};
+const char* LimiterKindName(LimiterKind k);  // "token bucket", ...
+
+// What an attempt refused by the limiter is answered: 503 or 429 (both
+// RATE_LIMITED, as the client maps them: client/http_outcome.h), with or
+// without Retry-After (the seconds until it has room for one attempt) and
+// RateLimit-Reset (draft-ietf-httpapi-ratelimit-headers-06: the seconds
+// until its quota is back, a token bucket full), both whole seconds rounded
+// up, at least 1.
+struct RefusalSpec {
+  int status = 503;  // 429 or 503
+  bool retry_after = false;
+  bool ratelimit_reset = false;
+};
+
 // One endpoint the fleet delivers to.
 struct EndpointSpec {
   // When the endpoint fails every attempt: sorted, disjoint, non-empty
@@ -146,12 +174,26 @@ struct EndpointSpec {
   std::vector<DownInterval> down;
   // What it answers while down: 0 = a plain failure (500,
   // RETRYABLE_FAILURE); > 0 = 503 with this Retry-After (RATE_LIMITED).
+  // down_rate_limited: 503 without Retry-After (RATE_LIMITED) instead of
+  // 500 (nginx's `return 503` for an upstream that is down).
   absl::Duration down_retry_after = absl::ZeroDuration();
-  // While up, at most this many attempts per second succeed (a token bucket
-  // holding 100 ms worth, refilled while down, so full at each recovery);
-  // attempts above it fail like an overloaded server's 503 (no
-  // Retry-After). 0 = unlimited.
+  bool down_rate_limited = false;
+  // While up, at most this many attempts per second succeed, through the
+  // limiter `limiter` (by default today's token bucket holding 100 ms
+  // worth). 0 = unlimited.
   double capacity_per_second = 0;
+  LimiterKind limiter = LimiterKind::kTokenBucket;
+  // kTokenBucket: tokens it holds (0: 100 ms of capacity, at least 1).
+  double burst = 0;
+  // kQueue: workers (>= 1) and the longest wait in the queue.
+  int servers = 1;
+  absl::Duration queue_timeout = absl::Seconds(1);
+  // How the limiter refuses an attempt.
+  RefusalSpec refusal;
+  // Traffic the fleet cannot see, sharing the limiter (kTokenBucket): this
+  // many requests a second, evenly spaced from t=0, each taking a token
+  // when there is one, while the endpoint is up. 0 = none.
+  double hidden_per_second = 0;
   // While up, this share of the attempts it receives fail (500), spread
   // evenly: the k-th attempt received while up fails iff
   // floor(k * share) > floor((k - 1) * share), so every run of attempts
@@ -163,6 +205,13 @@ struct EndpointSpec {
   double down_failure_share = 1;
   // Relative share of the deliveries, > 0.
   double share = 1;
+
+  // What the fleet can have of the capacity while up: capacity_per_second
+  // less the hidden traffic (0: unlimited).
+  double FleetCapacity() const;
+  // The limiter's burst in attempts (kTokenBucket: burst, or 100 ms worth;
+  // kQueue: the servers plus the queue).
+  double BurstAttempts() const;
 };
 
 // An endpoint down in [0, outage) (none if outage is 0), then up.
@@ -328,6 +377,13 @@ struct PolicyResult {
   int64_t wasted_attempts = 0;  // retries (attempt >= 2) that failed
   int64_t delivered = 0;
   int64_t given_up = 0;
+  // Over-capacity answers: attempts (first or retry) a serving endpoint's
+  // limiter refused (429 or 503 while up), the fleet's only.
+  int64_t over_capacity = 0;
+  // From the recovery (or the end of the last Retry-After window, as
+  // recovery_to_99_s) to the last delivery delivered; 0 if every delivery
+  // was delivered before; none if some delivery was given up or unfinished.
+  std::optional<double> recovery_to_100_s;
 
   double peak_rps_opening = 0;   // highest bucket in [0, opening wave), /s
   // 99% of the deliveries to endpoints that are never down delivered,
@@ -342,6 +398,11 @@ struct PolicyResult {
   int64_t unfinished = 0;            // pending at max_virtual_time
   std::array<int64_t, engine::kMaxReason + 1> given_up_by_reason{};
   std::vector<int64_t> attempts_per_bucket;  // [i]: in [i*bucket, (i+1)*bucket)
+  // The same for the attempts that succeeded and the over-capacity answers,
+  // each counted when the attempt reached the endpoint (what an access log
+  // shows).
+  std::vector<int64_t> successes_per_bucket;
+  std::vector<int64_t> over_capacity_per_bucket;
   // Per endpoint, in Scenario::endpoints order.
   struct PerEndpoint {
     int64_t deliveries = 0;  // assigned to it
@@ -349,6 +410,7 @@ struct PolicyResult {
     int64_t given_up = 0;
     int64_t attempts = 0;
     int64_t wasted_attempts = 0;
+    int64_t over_capacity = 0;
   };
   std::vector<PerEndpoint> per_endpoint;
   // Worker pool: the most deliveries waiting for a worker at once.

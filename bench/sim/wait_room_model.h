@@ -15,11 +15,11 @@
 //     at again by the earliest recheck seen or expiry.
 // One shortcut, which changes no answer: a call held by its own backoff
 // (WaitState::backoff) goes only on evidence of recovery newer than its
-// arrival (engine::LastEvidence: a success, or a Retry-After window's
-// end), so it is passed over without asking the engine while the endpoint
-// can have none: no success was reported for it since the call arrived
-// (NoteSuccess, at least as late as the engine's) and it never sent a
-// Retry-After (NoteRetryAfter). The engine would answer "hold until your
+// arrival (engine::LastEvidence: the gate opening again on its probes'
+// successes, or a Retry-After window's end), so it is passed over without
+// asking the engine while the endpoint can have none: no success was
+// reported for it since the call arrived (NoteSuccess, at least as late as
+// the engine's) and it never sent a Retry-After (NoteRetryAfter). The engine would answer "hold until your
 // wait ends" (a look per report over a line's backoff calls is most of a
 // run's cost otherwise). The lines' indexes drop answered calls lazily (a
 // call's entry is skipped and erased when met), which changes no order.

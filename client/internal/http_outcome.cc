@@ -101,4 +101,17 @@ std::optional<absl::Duration> ParseRetryAfter(absl::string_view header,
   return Clamp(*t - now);
 }
 
+std::optional<absl::Duration> ParseRateLimitReset(absl::string_view header) {
+  absl::string_view s = absl::StripAsciiWhitespace(header);
+  // An sf-integer Item: its parameters (";key=value...") say nothing about
+  // when the quota resets.
+  const size_t params = s.find(';');
+  if (params != absl::string_view::npos) {
+    s = absl::StripTrailingAsciiWhitespace(s.substr(0, params));
+  }
+  // RFC 8941 section 3.3.1: at most 15 digits.
+  if (!AllDigits(s) || s.size() > 15) return std::nullopt;
+  return ParseDeltaSeconds(s);
+}
+
 }  // namespace stagger::client

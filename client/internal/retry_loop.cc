@@ -57,8 +57,12 @@ class RetryLoop::Delivery {
       }
       return End(LoopEnd::kError, d_.status());
     }
-    // The attempt the next send would be.
-    const int upcoming = call_ == Call::kAdmit ? attempt_ : attempt_ + 1;
+    // The attempt the next send would be: after a failure Report, the one
+    // the decision names (the same one when the failure used up none).
+    const int upcoming = call_ == Call::kAdmit ? attempt_
+                         : d_->attempt > 0     ? d_->attempt
+                                               : attempt_ + 1;
+    r_.next_attempt = upcoming;
     switch (d_->verdict) {
       case engine::Verdict::kGiveUp:
         return End(LoopEnd::kGaveUp);
@@ -179,6 +183,7 @@ class RetryLoop::Delivery {
     in.attempt = attempt_;
     in.outcome = result.outcome;
     in.retry_after = result.retry_after;
+    in.ratelimit_reset = result.ratelimit_reset;
     in.deadline = o_.deadline;
     in.first_attempt_time = r_.first_attempt_time;
     in.admission = admission;

@@ -57,6 +57,10 @@ double CapacityEstimator::Cap(const DeferralParams& p, double pace) const {
   return cap > 0 ? std::min(cap, pace) : pace;
 }
 
+void CapacityEstimator::SetPace(const DeferralParams& p, double pace) {
+  pace_ = static_cast<float>(Cap(p, pace));
+}
+
 double CapacityEstimator::Pace(const DeferralParams& p) const {
   return Cap(p, pace_ > 0 ? pace_ : kStartPace);
 }
@@ -64,15 +68,23 @@ double CapacityEstimator::Pace(const DeferralParams& p) const {
 bool CapacityEstimator::growing() const {
   return phase_ == Phase::kOpening ||
          (phase_ == Phase::kReleasing &&
-          (threshold_ == 0 || pace_ < threshold_));
+          (threshold_ == 0 || pace_ < kCutShare * threshold_));
 }
 
 absl::Duration CapacityEstimator::rtt() const {
   return rtt_ms_ == 0 ? kDefaultRtt : absl::Milliseconds(rtt_ms_);
 }
 
+absl::Duration CapacityEstimator::round() const {
+  return std::max(rtt(), kMinRound);
+}
+
 int32_t CapacityEstimator::RttMs() const {
   return static_cast<int32_t>(absl::ToInt64Milliseconds(rtt()));
+}
+
+int32_t CapacityEstimator::RoundMs() const {
+  return static_cast<int32_t>(absl::ToInt64Milliseconds(round()));
 }
 
 void CapacityEstimator::SampleRtt(absl::Duration rtt) {
@@ -104,94 +116,302 @@ double CapacityEstimator::Goodput(absl::Time now) const {
   return c.successes_ / weight;
 }
 
-void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now,
-                                  double backlog) {
-  Decay(now);
-  successes_ += static_cast<float>(1e3 / kTauMs);
-  last_success_ms_ = Ms32(now);
-  if (phase_ == Phase::kOpening) {
-    // The endpoint answers again: release the parked backlog within
-    // kDrainTime at least, and keep growing from there.
-    const double drain = backlog / absl::ToDoubleSeconds(kDrainTime);
-    if (drain > Pace(p)) source_ = Source::kBacklog;
-    pace_ = static_cast<float>(Cap(p, std::max(Pace(p), drain)));
-    phase_ = Phase::kReleasing;
+// ---- Rounds ------------------------------------------------------------
+
+void CapacityEstimator::Advance(const DeferralParams& p, absl::Time now) {
+  if (phase_ != Phase::kReleasing) return;
+  const uint32_t ms = Ms32(now);
+  if (round_start_ms_ == 0) {  // restored from the state file: a new round
+    round_start_ms_ = std::max<uint32_t>(1, ms);
     return;
   }
-  if (phase_ != Phase::kReleasing) return;
-  const bool below = threshold_ == 0 || pace_ < threshold_;
-  double pace = Pace(p) + (below ? kSlowStartGain : kSteadyGain) /
-                              absl::ToDoubleSeconds(rtt());
-  if (below && threshold_ > 0) pace = std::min<double>(pace, threshold_);
+  const int32_t elapsed = MsSince(round_start_ms_, ms);
+  if (elapsed < RoundMs()) return;
+  // The round is over. Busy: the fleet was sent at the pace, so the pace,
+  // not the demand, is what the endpoint saw; growing an idle pace would
+  // only promise a burst later.
+  const double len_s = elapsed / 1e3;
+  const bool busy = round_sent_ >= kBusyShare * Pace(p) * len_s;
+  const double goodput = round_successes_ / len_s;
+  last_round_goodput_ = static_cast<float>(goodput);
+  // A round lasts at least a round trip: the answers it carried are those
+  // of the round before's admissions. Far fewer came back than went: the
+  // endpoint queues them (its latency grows), whatever it answers later.
+  const double offered = last_round_sent_;
+  const bool queueing = busy && offered > 0 &&
+                        goodput < kQueueShare * offered &&
+                        round_successes_ >= kMinAnswers;
+  if (queueing && !round_overload_) {
+    Drain(p, now, goodput);
+  } else if (busy && !round_overload_ &&
+             (offered == 0 || goodput >= kDeliveredShare * offered)) {
+    Grow(p, std::min(len_s, 2.0 * RoundMs() / 1e3), ms);
+  }
+  last_round_sent_ = static_cast<float>(round_sent_ / len_s);
+  round_start_ms_ = std::max<uint32_t>(1, ms);
+  round_sent_ = 0;
+  round_successes_ = 0;
+  round_overload_ = false;
+}
+
+double CapacityEstimator::ProbeStep(double above, double span_s) {
+  // The curve: above(t) = kProbeCurve x (t - T)^3, T = 1 s, so that from
+  // kCutShare of the capacity (above = -(1 - kCutShare)) it is back at
+  // the capacity after T. Where on it `above` lies, then span_s further.
+  const double t = 1 + std::cbrt(above / kProbeCurve);
+  return kProbeCurve * std::pow(t + span_s - 1, 3);
+}
+
+void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
+                             uint32_t now_ms) {
+  const double capacity = threshold_;
+  double pace = pace_ > 0 ? pace_ : kStartPace;
+  const double ceiling = kCutShare * capacity;
+  // (Within a float's precision of the ceiling is at it: the pace is kept
+  // as a float.)
+  if (capacity == 0 || pace < ceiling * (1 - 1e-6)) {
+    // Slow start: x kSlowStartGrowth per round, or more while a round's
+    // overshoot would cost at most kGrowthRisk of the backlog waiting; up
+    // to just below the capacity measured.
+    // A long round (sparse events) counts for up to two at x2; the bold
+    // step is one step, its risk bounded once.
+    const double rounds = span_s * 1e3 / RoundMs();
+    const double bold = 1 + kGrowthRisk * waiting_ / (pace * RoundMs() / 1e3);
+    pace *= std::max(std::pow(kSlowStartGrowth, rounds), bold);
+    if (capacity > 0) pace = std::min(pace, ceiling);
+  } else if (MsSince(hold_until_ms_, now_ms) >= 0) {
+    // Probing, for capacity added since it was measured (not while a
+    // limiter's word holds): along CUBIC's curve, flat near the capacity
+    // and faster away from it.
+    pace = capacity * (1 + ProbeStep(pace / capacity - 1, span_s));
+    if (pace > kStaleCapacity * capacity) threshold_ = 0;  // it grew
+  }
   pace_ = static_cast<float>(Cap(p, pace));
   source_ = Source::kGrowth;
 }
 
-bool CapacityEstimator::Overloaded(absl::Time now) const {
-  if (failures_ < kOverloadShare * (successes_ + failures_)) return false;
-  // No success for a while: the endpoint is down, not overloaded.
-  return MsSince(last_success_ms_, Ms32(now)) <= kDownAfterRtts * RttMs();
+void CapacityEstimator::OnAdmitted(const DeferralParams& p, absl::Time now) {
+  Advance(p, now);
+  round_sent_ += 1;
+  waiting_ = std::max(0.0f, waiting_ - 1);
+}
+
+void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now) {
+  Decay(now);
+  successes_ += static_cast<float>(1e3 / kTauMs);
+  const uint32_t ms = Ms32(now);
+  last_success_ms_ = ms;
+  // The endpoint still served a round after the latest cut: that cut was
+  // capacity's, not an outage's first failures.
+  if (MsSince(streak_start_ms_, ms) > RoundMs()) before_cuts_ = threshold_;
+  if (phase_ == Phase::kOpening) {
+    // The endpoint answers again: the release starts at the pace the gate
+    // opened with, and its rounds begin.
+    phase_ = Phase::kReleasing;
+    round_start_ms_ = std::max<uint32_t>(1, ms);
+    round_sent_ = 0;
+    round_successes_ = 0;
+    last_round_goodput_ = 0;
+    last_round_sent_ = 0;
+    round_overload_ = false;
+    pause_end_ms_ = 0;
+    hold_until_ms_ = ms;
+    refusal_ms_ = 0;
+    episode_start_ms_ = 0;
+    episode_successes_ = 0;
+    return;
+  }
+  if (phase_ != Phase::kReleasing) return;
+  Advance(p, now);
+  round_successes_ += 1;
+  if (refusal_ms_ != 0 && MsSince(refusal_ms_, ms) <= RoundMs()) {
+    episode_successes_ += 1;
+  }
+}
+
+// ---- Overload ----------------------------------------------------------
+
+bool CapacityEstimator::ServedSince(absl::Time t) const {
+  return last_success_ms_ != 0 &&
+         MsSince(Ms32(t), last_success_ms_) > RoundMs();
+}
+
+bool CapacityEstimator::Paused(uint32_t now_ms) const {
+  return pause_end_ms_ != 0 && MsSince(pause_end_ms_, now_ms) < 0;
+}
+
+bool CapacityEstimator::Serving(absl::Time now) const {
+  const int32_t window = std::max<int32_t>(
+      static_cast<int32_t>(kDownAfterRtts * RttMs()),
+      static_cast<int32_t>(absl::ToInt64Milliseconds(kServingWindow)));
+  return MsSince(last_success_ms_, Ms32(now)) <= window;
+}
+
+bool CapacityEstimator::Overloaded(const Failure& f, absl::Time now) const {
+  if (!f.released || phase_ != Phase::kReleasing) return false;
+  // A limiter that paused the release answers for itself while the pause
+  // and the round after it run: its refusals are its, not an outage's.
+  const int32_t since_pause = MsSince(pause_end_ms_, Ms32(now));
+  if (f.rate_limited && pause_end_ms_ != 0 && since_pause < RoundMs()) {
+    return true;
+  }
+  if (!Serving(now)) return false;
+  if (f.rate_limited) return true;  // a limiter's refusal: the first one
+  // Any other failure: only a share of recent answers, and a few of them
+  // (a single one among few answers is noise, not a trend).
+  return failures_ >= kOverloadShare * (successes_ + failures_) &&
+         failures_ * kTauMs / 1e3 >= kMinOverloadFailures;
+}
+
+double CapacityEstimator::RoundGoodput(absl::Time now) const {
+  const int32_t elapsed = MsSince(round_start_ms_, Ms32(now));
+  double g = last_round_goodput_;
+  if (elapsed > 0 && 2 * elapsed >= RoundMs()) {
+    g = std::max(g, round_successes_ / (elapsed / 1e3));
+  }
+  return g;
 }
 
 CapacityEstimator::FailureSignal CapacityEstimator::OnFailure(
-    const DeferralParams& p, absl::Time now, bool released) {
+    const DeferralParams& p, absl::Time now, const Failure& f) {
   Decay(now);
   failures_ += static_cast<float>(1e3 / kTauMs);
+  Advance(p, now);
   FailureSignal signal;
-  if (!released || phase_ != Phase::kReleasing || !Overloaded(now)) {
+  if (!Overloaded(f, now)) return signal;
+  signal.overload = true;
+  round_overload_ = true;
+  if (f.limiter_wait.has_value()) signal.pause_until = now + *f.limiter_wait;
+  const uint32_t ms = Ms32(now);
+  if (f.rate_limited && !Paused(ms)) {
+    // Refusals a round apart or less are one episode of saturation (a
+    // limiter's pause ends one).
+    if (refusal_ms_ == 0 || MsSince(refusal_ms_, ms) > RoundMs()) {
+      episode_start_ms_ = std::max<uint32_t>(1, ms);
+      episode_successes_ = 0;
+    }
+    refusal_ms_ = std::max<uint32_t>(1, ms);
+  }
+  const int32_t since_round = MsSince(cut_round_end_ms_, ms);
+  if (since_round < 0) {
+    // This round's cut is made (or a limiter's pause and the round after
+    // it run: answers to what was sent before it teach nothing new); the
+    // saturated limiter measures itself, out of a pause.
+    if (f.rate_limited && !Paused(ms)) Remeasure(p, now);
     return signal;
   }
-  signal.overload = true;
-  const uint32_t ms = Ms32(now);
-  const int32_t since_round = MsSince(cut_round_end_ms_, ms);
-  if (since_round < 0) return signal;  // this round-trip's cut is made
-  // A cut more than a round-trip after the last one starts a new streak.
-  if (since_round > RttMs()) {
-    before_cuts_ = threshold_;
-    streak_start_ms_ = ms;
+  streak_start_ms_ = ms;
+  uint32_t pause_ms = 0;
+  if (f.limiter_wait.has_value()) {
+    Obey(p, now, *f.limiter_wait);
+    pause_ms = static_cast<uint32_t>(
+        absl::ToInt64Milliseconds(*f.limiter_wait));
+  } else {
+    Cut(p, now);
   }
-  Cut(p, now);
-  cut_round_end_ms_ = ms + static_cast<uint32_t>(RttMs());
+  cut_round_end_ms_ = ms + pause_ms + static_cast<uint32_t>(RoundMs());
   signal.cut = true;
   return signal;
 }
 
-void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
-  const double goodput = Goodput(now);
-  // Successes behind that figure: about goodput x its averaging span.
-  const int32_t age = MsSince(measured_from_ms_, Ms32(now));
-  const double span_s = std::clamp(age / 1e3, 0.0, kTauMs / 1e3);
-  const bool measured = goodput * span_s >= kMinAnswers;
-  const double target = measured ? goodput * (1 + kProbeMargin) : Pace(p) / 2;
-  source_ = measured ? Source::kGoodput : Source::kHalved;
-  pace_ = static_cast<float>(Cap(p, std::min(Pace(p), target)));
-  threshold_ = pace_;
+void CapacityEstimator::Drain(const DeferralParams& p, absl::Time now,
+                              double goodput) {
+  const uint32_t ms = Ms32(now);
+  if (MsSince(cut_round_end_ms_, ms) < 0) return;  // this round's cut is made
+  streak_start_ms_ = ms;
+  SetPace(p, std::min(Pace(p), kCutShare * goodput));
+  threshold_ = static_cast<float>(goodput);
+  source_ = Source::kGoodput;
+  cut_round_end_ms_ = ms + static_cast<uint32_t>(RoundMs());
 }
+
+void CapacityEstimator::Remeasure(const DeferralParams& p, absl::Time now) {
+  const int32_t elapsed = MsSince(episode_start_ms_, Ms32(now));
+  if (episode_start_ms_ == 0 || elapsed <= 0 ||
+      episode_successes_ < kMinAnswers) {
+    return;
+  }
+  // From its first refusal on the limiter had no burst left: what it let
+  // through since is its rate (a share limiter: the fleet's share of it).
+  const double rate = episode_successes_ / (elapsed / 1e3);
+  SetPace(p, kCutShare * rate);
+  threshold_ = static_cast<float>(rate);
+}
+
+void CapacityEstimator::Cut(const DeferralParams& p, absl::Time now) {
+  // The goodput of the last round, if enough successes back it (about
+  // goodput x a round); else the decaying average over about kRateTau, if
+  // enough successes back that (counted as they came, not as the young
+  // average's bias correction scales them).
+  double goodput = RoundGoodput(now);
+  bool measured = goodput * RoundMs() / 1e3 >= kMinAnswers;
+  if (!measured) {
+    goodput = Goodput(now);
+    CapacityEstimator decayed = *this;
+    decayed.Decay(now);
+    measured = decayed.successes_ * kTauMs / 1e3 >= kMinAnswers;
+  }
+  // Too few answers to measure: halved, but not below what the endpoint
+  // is seen to serve.
+  const double target = measured ? kCutShare * goodput
+                                 : std::max(Pace(p) / 2, kCutShare * goodput);
+  source_ = measured ? Source::kGoodput : Source::kHalved;
+  SetPace(p, std::min(Pace(p), target));
+  threshold_ = static_cast<float>(measured ? goodput : pace_);
+}
+
+void CapacityEstimator::Obey(const DeferralParams& p, absl::Time now,
+                             absl::Duration wait) {
+  Cut(p, now);
+  source_ = Source::kLimiter;
+  // A round's goodput can hold the limiter's burst (refilled by a pause):
+  // not above what it served over about kRateTau, pauses included.
+  const double recent = Goodput(now);
+  if (recent * kTauMs / 1e3 >= kMinAnswers && kCutShare * recent < Pace(p)) {
+    SetPace(p, kCutShare * recent);
+    threshold_ = static_cast<float>(recent);
+  }
+  const uint32_t ms = Ms32(now);
+  const uint32_t wait_ms =
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(wait));
+  pause_end_ms_ = std::max<uint32_t>(1, ms + wait_ms);
+  // The pause ends the episode of refusals: after it, the limiter starts
+  // afresh.
+  episode_start_ms_ = 0;
+  refusal_ms_ = 0;
+  episode_successes_ = 0;
+  hold_until_ms_ = ms + wait_ms +
+                   static_cast<uint32_t>(absl::ToInt64Milliseconds(kLimiterHold));
+}
+
+// ---- The gate ------------------------------------------------------------
 
 void CapacityEstimator::OnGateClosed(absl::Time now, double served) {
   if (phase_ == Phase::kClosed) return;
   // The cuts the outage's first failures made are undone: a streak that
   // began around the endpoint's last success, not while it kept serving.
-  if (phase_ == Phase::kReleasing &&
-      MsSince(streak_start_ms_, last_success_ms_) <= RttMs()) {
-    threshold_ = before_cuts_;
-  }
-  // Restart later from what the endpoint served.
+  if (phase_ == Phase::kReleasing) threshold_ = before_cuts_;
+  // Restart later from what the endpoint served, below the capacity it
+  // showed.
+  if (threshold_ > 0) served = std::min<double>(served, kCutShare * threshold_);
   pace_ = static_cast<float>(served);
   phase_ = Phase::kClosed;
 }
 
-void CapacityEstimator::OnGateOpened(const DeferralParams& p, absl::Time now) {
+void CapacityEstimator::OnGateOpened(const DeferralParams& p, absl::Time now,
+                                     double backlog) {
   if (phase_ != Phase::kClosed) return;
+  waiting_ = static_cast<float>(std::max(0.0, backlog));
   source_ = pace_ > kStartPace ? Source::kServed : Source::kStart;
-  pace_ = static_cast<float>(Cap(p, std::max<double>(pace_, kStartPace)));
+  SetPace(p, std::max<double>(pace_, kStartPace));
   Decay(now);
   successes_ = 0;
   failures_ = 0;
   measured_from_ms_ = std::max<uint32_t>(1, Ms32(now));
-  // No cut round runs, and none ran within the last round-trip.
-  cut_round_end_ms_ = Ms32(now) - 2 * static_cast<uint32_t>(RttMs());
+  // No cut round runs, and none ran within the last round.
+  cut_round_end_ms_ = Ms32(now) - 2 * static_cast<uint32_t>(RoundMs());
   streak_start_ms_ = cut_round_end_ms_;
+  before_cuts_ = threshold_;
   phase_ = Phase::kOpening;
 }
 
@@ -213,6 +433,7 @@ const char* PaceSourceName(CapacityEstimator::Source s) {
     case CapacityEstimator::Source::kGrowth: return "GROWTH";
     case CapacityEstimator::Source::kGoodput: return "GOODPUT";
     case CapacityEstimator::Source::kHalved: return "HALVED";
+    case CapacityEstimator::Source::kLimiter: return "LIMITER";
   }
   return "UNKNOWN";
 }
@@ -268,7 +489,7 @@ void CapacityEstimator::Restore(const CapacityRecord& r) {
   rtt_ms_ = static_cast<uint16_t>(std::min<uint32_t>(
       r.rtt_ms, static_cast<uint32_t>(absl::ToInt64Milliseconds(kMaxRtt))));
   if (r.phase >= 1 && r.phase <= 4) phase_ = static_cast<Phase>(r.phase);
-  if (r.source >= 1 && r.source <= 6) source_ = static_cast<Source>(r.source);
+  if (r.source >= 1 && r.source <= 7) source_ = static_cast<Source>(r.source);
 }
 
 }  // namespace stagger::engine

@@ -150,6 +150,10 @@ struct ReportInput {
   Outcome outcome = Outcome::kSuccess;
   // The endpoint's Retry-After, if it sent one: 0..kMaxRetryAfter.
   std::optional<absl::Duration> retry_after;
+  // The endpoint's RateLimit-Reset (draft-ietf-httpapi-ratelimit-headers-06:
+  // its limiter's quota resets this long from now), if it sent one:
+  // 0..kMaxRetryAfter. Read with a RATE_LIMITED outcome only.
+  std::optional<absl::Duration> ratelimit_reset;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time first_attempt_time = absl::InfinitePast();
   // The admission token of the Admit that let this attempt go (above).
@@ -175,10 +179,16 @@ enum class WaitStep : uint8_t { kArrive, kRecheck, kExpire };
 struct WaitState {
   absl::Time since = absl::InfinitePast();  // arrival
   absl::Time until = absl::InfiniteFuture();  // expiry (the holder's)
-  // Set at arrival: it could have gone at once (a retry asked during its
-  // backoff): only evidence that the endpoint recovered since `since` (a
-  // success, the end of a Retry-After window) lets it go before `until`.
+  // Set at arrival for a retry asked during its backoff that the gates
+  // would have let go: only evidence that the endpoint recovered since
+  // `since` (its gate opened, a Retry-After window ended: LastEvidence)
+  // lets it go before `until`.
   bool backoff = false;
+  // Set at arrival for a retry asked during its backoff that only the
+  // release's pace held: it goes at a slot only while the endpoint serves
+  // what was sent since `since` (CapacityEstimator::ServedSince), else
+  // when its backoff ends.
+  bool paced = false;
 };
 struct WaitOutcome {
   std::optional<Decision> answer;      // set: answer now; else hold

@@ -37,8 +37,9 @@ void SyncGate(DecisionContext& c) {
     st.release->capacity.OnGateClosed(c.now, st.served.PerSecond(c.now));
     st.release->pacer.OnGateClosed(c.now);
   } else if (st.release != nullptr) {
-    st.release->capacity.OnGateOpened(c.p.deferral, c.now);
     st.release->pacer.OnGateOpened(c.now);
+    st.release->capacity.OnGateOpened(c.p.deferral, c.now,
+                                      st.release->pacer.backlog());
   }
 }
 
@@ -71,29 +72,37 @@ Answer AdmitGates(DecisionContext& c, int attempt, Decision* d) {
   if (GateAnswer a = BreakerOpen(c)) return *a;
   if (retry) {
     if (GateAnswer a = RetryAfterWindow(c)) return *a;
+  }
+  // A probe is the breaker's, bounded by its quota: an empty budget does
+  // not hold the fleet's look at a recovery back.
+  if (GateAnswer a = HalfOpenBusy(c)) return *a;
+  if (GateAnswer a = HalfOpenProbe(c, attempt)) return *a;
+  if (retry) {
     if (GateAnswer a = BudgetEmpty(c)) return *a;
   }
-  if (GateAnswer a = HalfOpenBusy(c)) return *a;
-  if (GateAnswer a = HalfOpenProbe(c)) return *a;
   if (GateAnswer a = ReleasePace(c)) return *a;
   if (retry) return Answer::Proceed(Reason::kAdmitted, absl::ZeroDuration());
   return Answer::Proceed(Reason::kInitialJitter,
                          UniformDuration(c.rng, c.p.backoff.initial_jitter));
 }
 
-Answer FailureGates(DecisionContext& c, int next_attempt, bool overload) {
-  if (GateAnswer a = AttemptLimit(c, next_attempt)) return *a;
+// `next_attempt`: the attempt the answer is about (the failed one again
+// when the failure used up none: Learned::spent).
+Answer FailureGates(DecisionContext& c, int next_attempt, int failed_attempt,
+                    const Learned& l) {
+  if (l.spent) {
+    if (GateAnswer a = AttemptLimit(c, next_attempt)) return *a;
+  }
   if (GateAnswer a = BreakerOpen(c)) return *a;
   if (GateAnswer a = HalfOpenBusy(c)) return *a;
-  if (GateAnswer a = Overload(c, overload)) return *a;
+  if (GateAnswer a = Overload(c, l.overload)) return *a;
   if (GateAnswer a = BudgetEmpty(c)) return *a;
-  return RetryDelay(c, next_attempt - 1);
+  return RetryDelay(c, failed_attempt);
 }
 
 // Remembers the endpoint's Retry-After for the whole fleet: it is
 // information even if this delivery goes no further.
 void RememberRetryAfter(DecisionContext& c, absl::Duration ra, Decision* d) {
-  d->retry_after_seen = true;
   if (ra > c.p.backoff.retry_after_max) {
     ra = c.p.backoff.retry_after_max;
     d->retry_after_clamped = true;
@@ -138,12 +147,24 @@ Decision DecideAdmit(DecisionContext& c, const AdmitInput& in) {
 }
 
 absl::Time LastEvidence(const EndpointState& st, absl::Time now) {
-  int64_t evidence = st.last_success_ns;
-  if (st.retry_after_until_ns <= Nanos(now)) {
-    evidence = std::max(evidence, st.retry_after_until_ns);
+  absl::Time evidence = absl::InfinitePast();
+  if (st.release != nullptr) evidence = st.release->pacer.opened();
+  if (st.retry_after_until_ns != 0 && st.retry_after_until_ns <= Nanos(now)) {
+    evidence = std::max(evidence, FromNanos(st.retry_after_until_ns));
   }
-  return FromNanos(evidence);
+  return evidence;
 }
+
+namespace {
+// A rechecked call held by its own backoff that nothing since its arrival
+// lets go early: no sign of recovery (a backoff wait), or nothing sent
+// since it arrived has succeeded (a retry the pace held).
+bool OwnBackoffStands(const DecisionContext& c, const WaitState& w) {
+  if (w.backoff && LastEvidence(c.st, c.now) <= w.since) return true;
+  return w.paced && (c.st.release == nullptr ||
+                     !c.st.release->capacity.ServedSince(w.since));
+}
+}  // namespace
 
 WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
                           WaitState& w, WaitStep step) {
@@ -151,16 +172,28 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
     return WaitOutcome{DecideAdmit(c, in)};
   }
   const bool recheck = step == WaitStep::kRecheck;
-  if (recheck && w.backoff && LastEvidence(c.st, c.now) <= w.since) {
-    // No sign of recovery yet: its own backoff stands.
+  if (recheck && OwnBackoffStands(c, w)) {
     return Hold(w.until, /*gated=*/false);
   }
   c.waiting = true;
   c.recheck = recheck;
+  // Arriving, a retry that the gates let go holds as its backoff (below):
+  // the pace is only looked at, its slot is taken when the call goes.
+  c.peek_pace = !recheck && in.attempt > 1;
   Decision d = Begin(c, in.attempt);
   const Answer a = AdmitGates(c, in.attempt, &d);
   Apply(a, &d);
+  if (c.passed_over) {
+    // Not this call's probe: the next call in line may take it.
+    return Hold(std::min(a.defer_until, w.until), /*gated=*/false);
+  }
   if (a.verdict == Verdict::kDefer) {
+    // A retry the pace holds on arrival waits in line for a slot, but only
+    // while the endpoint serves (a release ran on when it went down again:
+    // its slots sent one delivery's attempts 2 to 8 into the outage).
+    if (!recheck && in.attempt > 1 && a.reason == Reason::kPaced) {
+      w.paced = true;
+    }
     // When the reason may end: Park's target, else the answer's own time
     // (a pause's end, a last-chance landing).
     const absl::Time next = c.wait_target != absl::InfiniteFuture()
@@ -169,9 +202,10 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
     return Hold(std::min(next, w.until));
   }
   if (a.verdict == Verdict::kProceed && !recheck) {
+    // A retry waits out its own backoff even while a release runs: only
+    // evidence newer than its failure lets it go early (kRecheck).
     const bool now = in.attempt == 1 || a.reason == Reason::kHalfOpenProbe ||
-                     a.reason == Reason::kLastChance ||
-                     Releasing(c.st, c.now);
+                     a.reason == Reason::kLastChance;
     if (!now) {
       w.backoff = true;
       return Hold(w.until, /*gated=*/false);
@@ -216,9 +250,9 @@ Decision DecideReport(DecisionContext& c, const ReportInput& in) {
     case Outcome::kRateLimited:
       break;
   }
-  const bool overload = LearnFromFailure(c, in, &d);
-  d.attempt = in.attempt + 1;
-  Apply(FailureGates(c, d.attempt, overload), &d);
+  const Learned learned = LearnFromFailure(c, in, &d);
+  d.attempt = learned.spent ? in.attempt + 1 : in.attempt;
+  Apply(FailureGates(c, d.attempt, in.attempt, learned), &d);
   return d;
 }
 
@@ -285,8 +319,16 @@ GateAnswer HalfOpenBusy(DecisionContext& c) {
               c.now + std::max(kMinHalfOpenWait, c.p.deferral.spread));
 }
 
-GateAnswer HalfOpenProbe(DecisionContext& c) {
+GateAnswer HalfOpenProbe(DecisionContext& c, int attempt) {
   if (c.st.breaker.state() != BreakerState::kHalfOpen) return std::nullopt;
+  if (c.waiting && attempt > 1 && attempt >= c.p.backoff.max_attempts) {
+    // A waiting delivery on its last attempt is passed over: should its
+    // client count a probe's failure as its own attempt, it would give up
+    // for being the fleet's probe.
+    c.passed_over = true;
+    return Answer::Defer(Reason::kHalfOpenBusy,
+                         c.now + std::max(kMinHalfOpenWait, c.p.deferral.spread));
+  }
   c.st.breaker.AcquireProbe();
   return Answer::Proceed(Reason::kHalfOpenProbe, absl::ZeroDuration());
 }
@@ -297,7 +339,10 @@ GateAnswer ReleasePace(DecisionContext& c) {
                       !GateClosed(c.st, c.now));
   if (!paced) return std::nullopt;
   EndpointRelease& rel = *c.st.release;
-  if (rel.pacer.TakeSlot(c.now, rel.capacity.Pace(c.p.deferral))) {
+  if (c.peek_pace) {
+    if (rel.pacer.HasRoom(c.now)) return std::nullopt;
+  } else if (rel.pacer.TakeSlot(c.now, rel.capacity.Pace(c.p.deferral))) {
+    rel.capacity.OnAdmitted(c.p.deferral, c.now);
     return std::nullopt;
   }
   return Park(c, Reason::kPaced, c.now);
@@ -305,10 +350,14 @@ GateAnswer ReleasePace(DecisionContext& c) {
 
 GateAnswer Overload(DecisionContext& c, bool overload) {
   // The pace let more through than the endpoint takes: the retry waits for
-  // the next slot on the release queue at the new pace, not for a backoff
-  // on top of the queue's own load.
+  // the next slot at the new pace, at the front of the line (it was turned
+  // away by the pace's own overshoot), not for a backoff on top of the
+  // queue's own load. Inside the last-chance window it was the last chance.
   if (!overload) return std::nullopt;
-  return Park(c, Reason::kPaced, c.now);
+  if (c.deadline - c.now <= kLastChanceWindow) {
+    return LastChance(c, Reason::kPaced);
+  }
+  return Park(c, Reason::kPaced, c.now, /*front=*/true);
 }
 
 Answer RetryDelay(DecisionContext& c, int failed_attempt) {
@@ -376,32 +425,65 @@ void LearnFromAnswer(DecisionContext& c, uint64_t admission, Decision* d) {
   SyncGate(c);
   st.served.OnSuccess(c.now);
   st.last_success_ns = Nanos(c.now);
-  if (rel != nullptr) {
-    rel->capacity.OnSuccess(c.p.deferral, c.now, rel->pacer.backlog());
-  }
+  if (rel != nullptr) rel->capacity.OnSuccess(c.p.deferral, c.now);
 }
 
-bool LearnFromFailure(DecisionContext& c, const ReportInput& in, Decision* d) {
+// When the endpoint says it takes more: its Retry-After, or for a 429 the
+// longer of that and its RateLimit-Reset. Nothing if it said neither.
+std::optional<absl::Duration> EndpointWait(const ReportInput& in) {
+  std::optional<absl::Duration> wait = in.retry_after;
+  if (in.outcome == Outcome::kRateLimited && in.ratelimit_reset.has_value()) {
+    wait = std::max(wait.value_or(absl::ZeroDuration()), *in.ratelimit_reset);
+  }
+  return wait;
+}
+
+Learned LearnFromFailure(DecisionContext& c, const ReportInput& in,
+                         Decision* d) {
   EndpointState& st = c.st;
-  // A 429 with Retry-After is the endpoint pacing us, not failing: it does
-  // not feed the breaker. Without Retry-After it counts.
-  const bool paced =
-      in.outcome == Outcome::kRateLimited && in.retry_after.has_value();
-  // A failure of an attempt the release queue let through while the gate
-  // was open may say the pace is more than the endpoint takes.
-  const bool released =
-      Releasing(st, c.now) && !GateClosed(st, c.now) && !paced;
+  const bool gate_closed = GateClosed(st, c.now);
+  Learned learned;
+  // The fleet chose this attempt as a half-open probe: its failure is the
+  // fleet's finding, not the delivery's attempt. Its token names the
+  // latest half-open period, whatever the breaker did since (another
+  // probe's failure may have opened it again before this one reported).
+  learned.probe = in.admission == ProbeAdmission(c.token_salt,
+                                                 st.breaker.generation());
+  // A 429 or 503: a limiter's or an overloaded server's.
+  const bool rate_limited = in.outcome == Outcome::kRateLimited;
+  const std::optional<absl::Duration> wait = EndpointWait(in);
+  // The endpoint pacing us, not failing: it does not feed the breaker.
+  const bool paced = rate_limited && wait.has_value();
+  CapacityEstimator::Failure f;
+  // An attempt the release queue let through while the gate was open: its
+  // refusal may say the pace is more than the endpoint takes.
+  f.released = Releasing(st, c.now) && !gate_closed;
+  f.rate_limited = rate_limited;
+  // A release waits for the limiter no longer than the fleet's window would.
+  if (paced) f.limiter_wait = std::min(*wait, c.p.backoff.retry_after_max);
   CapacityEstimator::FailureSignal signal;
   if (st.release != nullptr) {
-    signal = st.release->capacity.OnFailure(c.p.deferral, c.now, released);
+    signal = st.release->capacity.OnFailure(c.p.deferral, c.now, f);
+    if (signal.pause_until != absl::InfinitePast()) {
+      st.release->pacer.Pause(c.p.deferral, signal.pause_until);
+    }
   }
+  d->retry_after_seen = in.retry_after.has_value();
+  learned.overload = signal.overload;
+  learned.spent = !learned.overload && !learned.probe;
   d->pace_cut = signal.cut;
-  if (in.retry_after.has_value()) RememberRetryAfter(c, *in.retry_after, d);
-  // A failed retry is what the budget bounds: it spends now, unless it was
-  // overload: the learned pace bounds that load (it is re-paced), and
+  // The endpoint's word is remembered for the whole fleet, unless it paced
+  // a release (above: the release waits for it instead of closing the
+  // gate).
+  if (wait.has_value() && !signal.overload) RememberRetryAfter(c, *wait, d);
+  // A failed retry is what the budget bounds: it spends now, unless it
+  // used up no attempt: overload (the learned pace bounds that load, and
   // spending would stop the whole queue, successes included, for a budget
-  // window.
-  if (in.attempt > 1 && !signal.overload) {
+  // window) or the fleet's probe (the breaker bounds those); or it came
+  // back with the gate closed (the breaker tripped, a Retry-After window
+  // runs): sent before, it is the outage's, which the gate answers for, and
+  // spending for it would hold the release after the recovery back.
+  if (in.attempt > 1 && learned.spent && !gate_closed) {
     st.budget.RecordRetry(c.p.budget, c.now);
   }
   // An overload failure is the pace's doing, not the endpoint being down
@@ -410,12 +492,12 @@ bool LearnFromFailure(DecisionContext& c, const ReportInput& in, Decision* d) {
     AddTransition(c, d, st.breaker.OnFailure(c.p.breaker, c.now, c.rng));
   }
   SyncGate(c);
-  return signal.overload;
+  return learned;
 }
 
 // ---- Parking ----------------------------------------------------------
 
-Answer Park(DecisionContext& c, Reason r, absl::Time target) {
+Answer Park(DecisionContext& c, Reason r, absl::Time target, bool front) {
   const DeferralParams& dp = c.p.deferral;
   EndpointRelease* rel = c.st.release.get();
   if (c.recheck) {  // parked when it arrived: book nothing, look again then
@@ -429,6 +511,8 @@ Answer Park(DecisionContext& c, Reason r, absl::Time target) {
   absl::Time back;
   if (rel == nullptr) {  // no release running: only check-ins happen
     back = ReleasePacer::OpenCheckIn(dp, c.now, target, c.rng);
+  } else if (r == Reason::kPaced && front) {
+    back = rel->pacer.Front(dp, c.now, rel->capacity.Pace(dp), c.rng);
   } else if (r == Reason::kPaced) {
     back = rel->pacer.Queue(dp, c.now, target, rel->capacity.Pace(dp),
                             rel->capacity.growing(), c.rng);

@@ -4,16 +4,19 @@
 // (a verdict with its reason and timing) or passes (std::nullopt), in the
 // style of Envoy's shouldRetry(). The gates run top to bottom; the first
 // answer wins:
-//   Admit:  Disabled, Paused, AttemptLimit, DeadlinePassed, (refresh the breaker), BreakerOpen,
-//           for a retry RetryAfterWindow and BudgetEmpty, HalfOpenBusy,
-//           HalfOpenProbe, ReleasePace, else proceed (a first attempt with
-//           its initial jitter).
+//   Admit:  Disabled, Paused, AttemptLimit, DeadlinePassed, (refresh the
+//           breaker), BreakerOpen, for a retry RetryAfterWindow,
+//           HalfOpenBusy, HalfOpenProbe (a probe is bounded by the
+//           breaker's quota, not the budget), for a retry BudgetEmpty,
+//           ReleasePace, else proceed (a first attempt with its initial
+//           jitter).
 //   Report: a failure or not retryable first meets Disabled, then Paused
 //           (nothing learnt, nothing changed); (refresh the breaker) success / not
 //           retryable: the endpoint answered, done. A failure: LearnFromFailure, then
-//           AttemptLimit, BreakerOpen, HalfOpenBusy, Overload, BudgetEmpty,
-//           RetryDelay (policy delay, Retry-After, fitted before the
-//           deadline).
+//           AttemptLimit (skipped when the failure used up no attempt: an
+//           overload, or the fleet's half-open probe), BreakerOpen,
+//           HalfOpenBusy, Overload, BudgetEmpty, RetryDelay (policy delay,
+//           Retry-After, fitted before the deadline).
 // A gate that makes the delivery wait parks it (Park: a check-in, or a slot
 // on the endpoint's release queue), or gives it its last chance when the
 // wait would cross its deadline. docs/API.md, "The decision order", is the
@@ -75,6 +78,11 @@ struct DecisionContext {
   bool waiting = false;
   bool recheck = false;
   absl::Time wait_target = absl::InfiniteFuture();
+  // ReleasePace only looks whether the pace has room, taking no slot (a
+  // waiting retry arriving: if the gates let it go it holds as a backoff).
+  bool peek_pace = false;
+  // Set by HalfOpenProbe when it passes a waiting call over.
+  bool passed_over = false;
 };
 
 // The earlier of `deadline` and first_attempt + the policy's horizon
@@ -106,12 +114,15 @@ Decision DecideAdmit(DecisionContext& c, const AdmitInput& in);
 Decision DecideReport(DecisionContext& c, const ReportInput& in);
 
 // A waiting Admit's step (decision.h, "Waiting admission"):
-//   kArrive: the gates run as for an Admit. GIVE_UP, a first attempt, a
-//     probe, a last chance, or anything during a release answers now. A
-//     retry that could go holds as a backoff wait; a DEFER holds (the call
-//     is parked as the DEFER would have parked it).
-//   kRecheck: a backoff wait goes only on evidence since it arrived (a
-//     success, or the end of a Retry-After window: EvidenceAfter); then,
+//   kArrive: the gates run as for an Admit. GIVE_UP, a first attempt that
+//     may go, a probe or a last chance answers now. A DEFER holds (the call
+//     is parked as the DEFER would have parked it). A retry that the gates
+//     let go holds as a backoff wait (the pace only looked at, no slot
+//     taken); one that only the pace holds waits in line for a slot.
+//   kRecheck: a backoff wait goes only on evidence since it arrived (the
+//     gate opened again, or a Retry-After window ended: LastEvidence), a
+//     retry the pace held only while the endpoint serves what was sent
+//     since it arrived (CapacityEstimator::ServedSince); then,
 //     like any held call, it goes if the gates let it (reason RELEASED, or
 //     HALF_OPEN_PROBE / LAST_CHANCE as given), at the learned pace. A call
 //     the gates hold books nothing.
@@ -119,8 +130,11 @@ Decision DecideReport(DecisionContext& c, const ReportInput& in);
 // Holding, the outcome's `recheck` is when something may change for it.
 WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
                           WaitState& w, WaitStep step);
-// The latest sign that the endpoint takes deliveries again: its last
-// success, or the end of its Retry-After window if that has passed.
+// The latest sign that the endpoint takes deliveries again: its gate
+// opened after being closed (the breaker closed on its probes' successes:
+// ReleasePacer::opened), or its Retry-After window ended. Never a success
+// as such: one reported after a delivery's failure may have been sent
+// before it, and says nothing of the wait that failure started.
 absl::Time LastEvidence(const EndpointState& st, absl::Time now);
 
 // The gates. `attempt` is the attempt the decision is about (Admit: the
@@ -141,12 +155,16 @@ GateAnswer BudgetEmpty(DecisionContext& c);
 // HALF_OPEN with every probe slot taken (frees timed-out slots first), or
 // the probe held back from outside (DecisionContext::probe_hold).
 GateAnswer HalfOpenBusy(DecisionContext& c);
-// HALF_OPEN with a slot free (after HalfOpenBusy): takes the probe.
-GateAnswer HalfOpenProbe(DecisionContext& c);
-// Parked deliveries are being released and the queue has no slot now.
+// HALF_OPEN with a slot free (after HalfOpenBusy): takes the probe; but a
+// waiting call on its last attempt (a retry) is passed over
+// (DecisionContext::passed_over), so that no client counting a probe's
+// failure as its own attempt gives up for being the fleet's probe.
+GateAnswer HalfOpenProbe(DecisionContext& c, int attempt);
+// Parked deliveries are being released and the queue has no slot now (a
+// slot taken is counted by the estimator: CapacityEstimator::OnAdmitted).
 GateAnswer ReleasePace(DecisionContext& c);
 // The failure was overload (the pace let through more than the endpoint
-// takes): wait for the next slot at the new pace.
+// takes): wait for the next slot at the new pace, at the front of the line.
 GateAnswer Overload(DecisionContext& c, bool overload);
 // The last gate of a failure: the policy's delay, or the endpoint's
 // Retry-After if longer, fitted before the deadline (FitBeforeDeadline).
@@ -170,9 +188,19 @@ void RefreshBreaker(DecisionContext& c, Decision* d);
 // attempt admitted with `admission` (only a probe's answer moves a
 // half-open breaker, and times the round trip).
 void LearnFromAnswer(DecisionContext& c, uint64_t admission, Decision* d);
-// A failure: capacity estimator, Retry-After, budget, breaker. True if it
-// was overload.
-bool LearnFromFailure(DecisionContext& c, const ReportInput& in, Decision* d);
+// What a failure was.
+struct Learned {
+  bool overload = false;  // the pace let too much through
+  bool probe = false;     // the fleet chose the attempt as a half-open probe
+  // It used up the delivery's attempt: neither of the above (else the
+  // answer is about the same attempt again, Decision::attempt).
+  bool spent = true;
+};
+// A failure: capacity estimator (a limiter's Retry-After or RateLimit-Reset
+// during a release pauses the release queue), Retry-After (RateLimit-Reset
+// counts as one for a RATE_LIMITED outcome), budget, breaker.
+Learned LearnFromFailure(DecisionContext& c, const ReportInput& in,
+                         Decision* d);
 
 // An operator forced the breaker (Admin/ForceBreaker): counts the
 // transition `t` (if any) and tells the release side whether the gate is
@@ -181,9 +209,10 @@ void ApplyForcedBreaker(DecisionContext& c,
                         const CircuitBreaker::MaybeTransition& t);
 
 // Parks the delivery until no earlier than `target` (release_pacer.h: a slot
-// on the queue for kPaced, a check-in otherwise), or gives it its last
-// chance if that is past its deadline.
-Answer Park(DecisionContext& c, Reason r, absl::Time target);
+// on the queue for kPaced, at its front with `front`, a check-in
+// otherwise), or gives it its last chance if that is past its deadline.
+Answer Park(DecisionContext& c, Reason r, absl::Time target,
+            bool front = false);
 // A wait that would cross the deadline: come back inside the last
 // kLastChanceWindow before it and go then, through any gate; give up if no
 // attempt can start in time, or if this failure already came back inside

@@ -70,6 +70,7 @@ struct PacerRecord {
   int64_t closed_since_ns = 0;
   float parked_seconds = 0;
   float backlog = 0;
+  int64_t opened_ns = 0;  // the gate last opened; 0: never
 };
 
 struct EndpointRecord {

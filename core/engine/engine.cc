@@ -27,14 +27,15 @@ absl::Status ValidateAttempt(int attempt) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateRetryAfter(absl::Duration ra) {
+// retry_after and ratelimit_reset: both in [0, kMaxRetryAfter].
+absl::Status ValidateEndpointWait(absl::string_view field, absl::Duration ra) {
   if (ra < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "retry_after: must be >= 0, got ", absl::FormatDuration(ra)));
+        field, ": must be >= 0, got ", absl::FormatDuration(ra)));
   }
   if (ra > kMaxRetryAfter) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "retry_after: must be <= ", absl::FormatDuration(kMaxRetryAfter),
+        field, ": must be <= ", absl::FormatDuration(kMaxRetryAfter),
         ", got ", absl::FormatDuration(ra)));
   }
   return absl::OkStatus();
@@ -109,7 +110,15 @@ absl::Status Engine::ValidateReport(const ReportInput& in) const {
     return absl::InvalidArgumentError(
         absl::StrCat("outcome: unknown value ", o));
   }
-  if (in.retry_after.has_value()) return ValidateRetryAfter(*in.retry_after);
+  if (in.retry_after.has_value()) {
+    if (absl::Status s = ValidateEndpointWait("retry_after", *in.retry_after);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (in.ratelimit_reset.has_value()) {
+    return ValidateEndpointWait("ratelimit_reset", *in.ratelimit_reset);
+  }
   return absl::OkStatus();
 }
 

@@ -25,7 +25,7 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
   }
   if (counts.successes > 0) {
     // Not last_success: counts are never evidence of recovery on their
-    // own (a waiting call goes on a reported success, decision_path.h).
+    // own (a waiting call goes on a recovery: LastEvidence, decision_path.h).
     // A success stamped after `now` came before a step back of this clock:
     // its order with the failures since is unknown, so it ends no run.
     const absl::Time last =
@@ -43,7 +43,7 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
       st.previous_delay_ns = 0;
     }
     // Not last_success: counts are never evidence of recovery on their
-    // own (a waiting call goes on a reported success, decision_path.h).
+    // own (a waiting call goes on a recovery: LastEvidence, decision_path.h).
     st.served.OnSuccesses(at, counts.successes);
   }
 }

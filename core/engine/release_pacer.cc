@@ -65,6 +65,20 @@ absl::Time ReleasePacer::Queue(const DeferralParams& p, absl::Time now,
   return absl::FromUnixNanos(back);
 }
 
+absl::Time ReleasePacer::Front(const DeferralParams& p, absl::Time now,
+                               double pace, absl::BitGenRef rng) {
+  const int64_t back =
+      std::max(Ns(now), gate_ns_ - Ns(kBurst)) + UniformNs(rng, SlotNs(pace));
+  Extend(p, back);
+  return absl::FromUnixNanos(back);
+}
+
+void ReleasePacer::Pause(const DeferralParams& p, absl::Time until) {
+  gate_ns_ = std::max(gate_ns_, Ns(until) + Ns(kBurst));
+  tail_ns_ = std::max(tail_ns_, Ns(until));
+  Extend(p, Ns(until));
+}
+
 bool ReleasePacer::TakeSlot(absl::Time now, double pace) {
   const int64_t t = Ns(now);
   if (gate_ns_ - t > Ns(kBurst)) return false;
@@ -83,6 +97,7 @@ void ReleasePacer::OnGateOpened(absl::Time now) {
   const double closed_s = std::max(1e-3, (Ns(now) - closed_since_ns_) * 1e-9);
   backlog_ = static_cast<float>(parked_seconds_ / closed_s);
   closed_since_ns_ = 0;
+  opened_ns_ = std::max<int64_t>(1, Ns(now));
 }
 
 PacerRecord ReleasePacer::Save() const {
@@ -91,6 +106,7 @@ PacerRecord ReleasePacer::Save() const {
   r.gate_ns = gate_ns_;
   r.release_end_ns = release_end_ns_;
   r.closed_since_ns = closed_since_ns_;
+  r.opened_ns = opened_ns_;
   r.parked_seconds = parked_seconds_;
   r.backlog = backlog_;
   return r;
@@ -102,6 +118,7 @@ void ReleasePacer::Restore(const PacerRecord& r) {
   gate_ns_ = r.gate_ns;
   release_end_ns_ = r.release_end_ns;
   closed_since_ns_ = r.closed_since_ns;
+  opened_ns_ = r.opened_ns;
   parked_seconds_ = amount(r.parked_seconds);
   backlog_ = amount(r.backlog);
 }

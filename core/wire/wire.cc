@@ -72,7 +72,8 @@ STAGGER_SAME(Source::kBacklog, v1::PACE_BACKLOG);
 STAGGER_SAME(Source::kGrowth, v1::PACE_GROWTH);
 STAGGER_SAME(Source::kGoodput, v1::PACE_GOODPUT);
 STAGGER_SAME(Source::kHalved, v1::PACE_HALVED);
-static_assert(v1::PaceSource_MAX == v1::PACE_HALVED);
+STAGGER_SAME(Source::kLimiter, v1::PACE_LIMITER);
+static_assert(v1::PaceSource_MAX == v1::PACE_LIMITER);
 
 STAGGER_SAME(Phase::kIdle, v1::PACE_IDLE);
 STAGGER_SAME(Phase::kClosed, v1::PACE_GATE_CLOSED);
@@ -223,6 +224,12 @@ absl::StatusOr<engine::ReportInput> FromProto(const v1::ReportRequest& req) {
     if (!d.ok()) return d.status();
     in.retry_after = *d;
   }
+  if (req.has_ratelimit_reset()) {
+    absl::StatusOr<absl::Duration> d =
+        FromProto(req.ratelimit_reset(), "ratelimit_reset");
+    if (!d.ok()) return d.status();
+    in.ratelimit_reset = *d;
+  }
   if (absl::Status st = ReadTimes(req, &in); !st.ok()) return st;
   return in;
 }
@@ -241,6 +248,9 @@ void ToProto(const engine::ReportInput& in, v1::ReportRequest* out) {
   out->set_admission(in.admission);
   if (in.retry_after.has_value()) {
     ToProto(*in.retry_after, out->mutable_retry_after());
+  }
+  if (in.ratelimit_reset.has_value()) {
+    ToProto(*in.ratelimit_reset, out->mutable_ratelimit_reset());
   }
   WriteTimes(in, out);
 }

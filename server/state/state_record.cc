@@ -83,6 +83,7 @@ void ReleaseToProto(const engine::EndpointRecord& in, v1::state::Release* out) {
   out->set_gate_unix_nanos(q.gate_ns);
   out->set_release_end_unix_nanos(q.release_end_ns);
   out->set_closed_since_unix_nanos(q.closed_since_ns);
+  out->set_opened_unix_nanos(q.opened_ns);
   out->set_parked_seconds(q.parked_seconds);
   out->set_backlog(q.backlog);
   out->set_unavailable_since_unix_nanos(in.unavailable_since_ns);
@@ -110,6 +111,7 @@ void ReleaseFromProto(const v1::state::Release& in, engine::EndpointRecord* r) {
   q.gate_ns = in.gate_unix_nanos();
   q.release_end_ns = in.release_end_unix_nanos();
   q.closed_since_ns = in.closed_since_unix_nanos();
+  q.opened_ns = in.opened_unix_nanos();
   q.parked_seconds = in.parked_seconds();
   q.backlog = in.backlog();
   r->unavailable_since_ns = in.unavailable_since_unix_nanos();

@@ -129,5 +129,31 @@ TEST(ParseRetryAfterTest, Table) {
   }
 }
 
+TEST(ParseRateLimitResetTest, SecondsAsTheDraftWritesThem) {
+  // draft-ietf-httpapi-ratelimit-headers-06: an RFC 8941 Integer of
+  // seconds, parameters ignored.
+  struct Case {
+    const char* header;
+    std::optional<absl::Duration> want;
+  };
+  const Case cases[] = {
+      {"0", absl::ZeroDuration()},
+      {"30", absl::Seconds(30)},
+      {" 30\t", absl::Seconds(30)},
+      {"30;w=60", absl::Seconds(30)},
+      {"999999999999999", engine::kMaxRetryAfter},  // 15 digits: clamped
+      {"1767225600", engine::kMaxRetryAfter},  // a Unix time: a long wait
+      {"1000000000000000", std::nullopt},      // 16 digits: not an Integer
+      {"", std::nullopt},
+      {"-1", std::nullopt},  // not negative
+      {"1.5", std::nullopt},
+      {"30s", std::nullopt},
+      {"Thu, 01 Jan 2026 00:00:30 GMT", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ParseRateLimitReset(c.header), c.want) << "\"" << c.header << "\"";
+  }
+}
+
 }  // namespace
 }  // namespace stagger::client

@@ -215,6 +215,53 @@ TEST_F(RetryLoopTest, OnDecisionSeesEveryDecisionAndTheLoopWaitsEachDelay) {
   EXPECT_EQ(r.last_decision->verdict, Verdict::kDone);
 }
 
+TEST_F(RetryLoopTest, AFailureThatUsedUpNoAttemptIsRetriedUnderItsNumber) {
+  // #3 is refused by the endpoint's limiter (429, RateLimit-Reset: 2): the
+  // coordinator's pace let too much through, so it answers about attempt 3
+  // again (DEFER PACED). The loop admits the attempt the decision names,
+  // not #4: overloads and the fleet's probes never use up an attempt.
+  coord_.Expect({Call::kAdmit, 3, {}, Proceed(3, Reason::kAdmitted,
+                                              absl::ZeroDuration())});
+  coord_.Expect({Call::kReport, 3, Outcome::kRateLimited,
+                 Proceed(3, Reason::kBackoff, absl::Milliseconds(50))});
+  coord_.Expect({Call::kAdmit, 3, {}, Proceed(3, Reason::kAdmitted,
+                                              absl::ZeroDuration())});
+  coord_.Expect({Call::kReport, 3, Outcome::kSuccess,
+                 Final(Verdict::kDone, 3, Reason::kSucceeded)});
+  RetryLoopOptions o = Options();
+  o.first_attempt = 3;
+  RetryLoop loop(&coord_, &canceller_, o);
+  const LoopResult r =
+      loop.Run("e", Attempts({{Outcome::kRateLimited, std::nullopt,
+                               absl::Seconds(2)},
+                              {Outcome::kSuccess, std::nullopt}}));
+  EXPECT_EQ(r.end, LoopEnd::kSucceeded);
+  EXPECT_TRUE(coord_.done());
+  EXPECT_THAT(sent_, ElementsAre(3, 3));
+  // The RateLimit-Reset went to the coordinator with the report.
+  ASSERT_EQ(coord_.reports.size(), 2u);
+  EXPECT_EQ(coord_.reports[0].ratelimit_reset, absl::Seconds(2));
+  EXPECT_FALSE(coord_.reports[0].retry_after.has_value());
+}
+
+TEST_F(RetryLoopTest, ADeferAboutTheSameAttemptResumesFromIt) {
+  // #5 refused by a limiter: DEFER(PACED) about #5 again. Parked past the
+  // park limit, the run ends deferred, to resume at #5, not #6.
+  coord_.Expect({Call::kAdmit, 5, {}, Proceed(5, Reason::kAdmitted,
+                                              absl::ZeroDuration())});
+  coord_.Expect({Call::kReport, 5, Outcome::kRateLimited,
+                 Defer(5, Reason::kPaced, absl::Milliseconds(30))});
+  RetryLoopOptions o = Options();
+  o.first_attempt = 5;
+  o.waiting = false;
+  o.park_limit = absl::ZeroDuration();
+  RetryLoop loop(&coord_, &canceller_, o);
+  const LoopResult d =
+      loop.Run("e", Attempts({{Outcome::kRateLimited, std::nullopt}}));
+  EXPECT_EQ(d.end, LoopEnd::kDeferred);
+  EXPECT_EQ(d.next_attempt, 5);
+}
+
 TEST_F(RetryLoopTest, RealWaitIsInterruptedAtOnce) {
   // The default wait (WaitFor, real time): a one-hour backoff is cut short
   // by Cancel() from another thread.

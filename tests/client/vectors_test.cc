@@ -3,6 +3,8 @@
 // each section means). Each section is one test; a failure names the vector.
 //
 //   http_status, retry_after  client/http_outcome.h
+//   ratelimit_reset           client/http_outcome.h, and the ReportRequest
+//                             field's validation (its own key)
 //   endpoint_key              client/endpoint_key.h
 //   members                   client/members.h (ParseMembers)
 //   validation                what staggerd answers: wire::FromProto, then
@@ -148,6 +150,23 @@ TEST(ClientVectors, RetryAfter) {
   }
 }
 
+// The RateLimit-Reset header's vectors (their own key, "ratelimit_reset").
+TEST(ClientVectors, RateLimitReset) {
+  const Value& cases = Field(Vectors().fields().at("ratelimit_reset"), "cases");
+  ASSERT_GT(cases.list_value().values_size(), 0);
+  for (const Value& c : cases.list_value().values()) {
+    const std::string header = Str(Field(c, "header"));
+    const std::optional<absl::Duration> got = ParseRateLimitReset(header);
+    const Value& want = Field(c, "ms");
+    if (IsNull(want)) {
+      EXPECT_FALSE(got.has_value())
+          << Quoted(header) << ": got " << absl::FormatDuration(*got);
+    } else {
+      EXPECT_EQ(got, absl::Milliseconds(Int(want))) << Quoted(header);
+    }
+  }
+}
+
 TEST(ClientVectors, EndpointKey) {
   for (const Value& c : Section("endpoint_key").values()) {
     const std::string url = Str(Field(c, "url"));
@@ -238,6 +257,23 @@ TEST(ClientVectors, ValidationAsStaggerdAnswers) {
   std::cout << "validation: " << pending
             << " pending_cpp vector(s) skipped\n";
   RecordProperty("pending_cpp", pending);
+}
+
+TEST(ClientVectors, RateLimitResetValidationAsStaggerdAnswers) {
+  const engine::Engine engine(engine::EngineConfig{},
+                              engine::RealClock::Instance(),
+                              engine::PerThreadRandom::Instance());
+  const Value& cases =
+      Field(Vectors().fields().at("ratelimit_reset"), "validation");
+  ASSERT_GT(cases.list_value().values_size(), 0);
+  for (const Value& c : cases.list_value().values()) {
+    const std::string name = Field(c, "name").string_value();
+    ASSERT_EQ(Field(c, "call").string_value(), "Report") << name;
+    const Value& error = Field(c, "error");
+    EXPECT_EQ(ServerRefusal<v1::ReportRequest>(engine, Field(c, "request")),
+              IsNull(error) ? "" : error.string_value())
+        << name;
+  }
 }
 
 TEST(ClientVectors, DurationText) {

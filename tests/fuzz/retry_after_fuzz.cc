@@ -1,5 +1,6 @@
-// Fuzz target retry_after: the client's Retry-After parsing
-// (client/http_outcome.h, ParseRetryAfter) and HTTP status mapping.
+// Fuzz target retry_after: the client's Retry-After and RateLimit-Reset
+// parsing (client/http_outcome.h, ParseRetryAfter, ParseRateLimitReset) and
+// HTTP status mapping.
 //
 // Input: [mode: 1 byte] [now: 8 bytes] then by mode % 4:
 //   0  the rest is the header, as received;
@@ -12,7 +13,9 @@
 // Invariants: every answer is nullopt or within [0, kMaxRetryAfter]; a
 // generated form (modes 1..3) parses to exactly min(max(value, 0), 1 day);
 // a header that is neither a number nor shaped like an HTTP-date (a time of
-// day "HH:MM:SS") gives nullopt; OutcomeFromHttpStatus is total.
+// day "HH:MM:SS") gives nullopt; RateLimit-Reset parses only headers that
+// start, past spaces, with a digit, and mode 1's forms with at most 15
+// digits to the same as Retry-After; OutcomeFromHttpStatus is total.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +71,16 @@ void CheckRaw(absl::string_view header, absl::Time now) {
       << *got;
 }
 
+void CheckRateLimitReset(absl::string_view header) {
+  const std::optional<absl::Duration> got = client::ParseRateLimitReset(header);
+  if (!got.has_value()) return;
+  FUZZ_CHECK(*got >= absl::ZeroDuration() && *got <= engine::kMaxRetryAfter)
+      << "'" << header << "' -> " << *got;
+  const absl::string_view s = absl::StripLeadingAsciiWhitespace(header);
+  FUZZ_CHECK(!s.empty() && absl::ascii_isdigit(s[0]))
+      << "'" << header << "' does not start with a digit, parsed as " << *got;
+}
+
 void CheckGenerated(const std::string& header, absl::Time now,
                     absl::Duration want) {
   const std::optional<absl::Duration> got = client::ParseRetryAfter(header, now);
@@ -86,18 +99,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::Time now = absl::FromUnixSeconds(in.InRange(k1970, k2200));
   (void)stagger::client::OutcomeFromHttpStatus(in.Take<int32_t>());
   switch (mode) {
-    case 0:
-      CheckRaw(in.Rest(in.left()), now);
+    case 0: {
+      const absl::string_view header = in.Rest(in.left());
+      CheckRaw(header, now);
+      CheckRateLimitReset(header);
       return 0;
+    }
     case 1: {
       const uint64_t seconds = in.Take<uint64_t>();
       const std::string spaces(in.InRange(0, 2), ' ');
       const std::string zeros(in.InRange(0, 3), '0');
       const std::string tabs(in.InRange(0, 2), '\t');
       const std::string header = absl::StrCat(spaces, zeros, seconds, tabs);
-      CheckGenerated(header, now,
-                     seconds > 86400 ? absl::Hours(25)
-                                     : absl::Seconds(static_cast<int64_t>(seconds)));
+      const absl::Duration want =
+          seconds > 86400 ? absl::Hours(25)
+                          : absl::Seconds(static_cast<int64_t>(seconds));
+      CheckGenerated(header, now, want);
+      const std::optional<absl::Duration> reset =
+          stagger::client::ParseRateLimitReset(header);
+      const bool short_enough = zeros.size() + absl::StrCat(seconds).size() <= 15;
+      FUZZ_CHECK(reset.has_value() == short_enough) << "'" << header << "'";
+      if (reset.has_value()) {
+        FUZZ_CHECK(*reset == Clamp(want)) << "'" << header << "' -> " << *reset;
+      }
       return 0;
     }
     default: {

@@ -29,7 +29,7 @@ engine::EndpointRecord Full() {
   r.capacity = {26.5f, 27.5f, 28.5f, 29.5f, 30.5f, 1767225600031, 1767225600032,
                 1767225600033, 1767225600034, 1767225600035, 36, 3, 4};
   r.pacer = {1767225600000000037, 1767225600000000038, 1767225600000000039,
-             1767225600000000040, 41.5f, 42.5f};
+             1767225600000000040, 41.5f, 42.5f, 1767225600000000043};
   return r;
 }
 
@@ -52,6 +52,7 @@ TEST(StateRecord, EveryFieldRoundTripsThroughTheWire) {
   EXPECT_EQ(back.capacity.phase, 3);
   EXPECT_EQ(back.pacer.closed_since_ns, 1767225600000000040);
   EXPECT_FLOAT_EQ(back.pacer.backlog, 42.5f);
+  EXPECT_EQ(back.pacer.opened_ns, 1767225600000000043);
   EXPECT_EQ(back.served.previous_second, 25u);
 }
 

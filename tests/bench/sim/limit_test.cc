@@ -6,7 +6,6 @@
 #include "absl/time/time.h"
 #include "bench/sim/limit.h"
 #include "bench/sim/sim.h"
-#include "core/engine/capacity_estimator.h"
 #include "gtest/gtest.h"
 
 namespace stagger::sim {
@@ -30,20 +29,32 @@ TEST(LimitTest, TheSlowStartGrowsPerRoundTripUpToTheCapacity) {
   EXPECT_DOUBLE_EQ(SlowStartSeconds(m, 10), 2);
 }
 
-TEST(LimitTest, TheEnginesSlowStartAndTheScenariosRoundTrip) {
+TEST(LimitTest, TheReferenceSlowStartAndTheScenariosRoundTrip) {
+  // The reference's own constants (10/s, x3 a round trip), whatever the
+  // engine's start pace and growth are.
   Scenario s;
   const SlowStart m = SlowStartFor(s);
-  EXPECT_EQ(m.start_pace, engine::CapacityEstimator::kStartPace);
-  EXPECT_EQ(m.growth, 1 + engine::CapacityEstimator::kSlowStartGain);
+  EXPECT_EQ(m.start_pace, 10);
+  EXPECT_EQ(m.growth, 3);
   EXPECT_EQ(m.rtt_s, 0.25);
   EXPECT_EQ(m.capacity, 0);  // unlimited
   s.endpoints[0].capacity_per_second = 500;
   EXPECT_EQ(SlowStartFor(s).capacity, 500);
+  // A shared limiter: what the fleet can have of it.
+  s.endpoints[0].hidden_per_second = 200;
+  EXPECT_EQ(SlowStartFor(s).capacity, 300);
+  s.endpoints[0].hidden_per_second = 0;
   s.concurrency = 50;  // 50 workers, 250 ms answers: 200/s at most
   EXPECT_EQ(SlowStartFor(s).capacity, 200);
   // Always-up endpoints do not count.
   s.endpoints.push_back(EndpointSpec{});
   EXPECT_EQ(SlowStartFor(s).capacity, 200);
+  // A queue's service time is part of its round trip.
+  Scenario q;
+  q.endpoints[0].capacity_per_second = 200;
+  q.endpoints[0].limiter = LimiterKind::kQueue;
+  q.endpoints[0].servers = 20;  // 100 ms each
+  EXPECT_DOUBLE_EQ(SlowStartFor(q).rtt_s, 0.35);
 }
 
 TEST(LimitTest, OneProbePeriodOneRoundTripAndTheSlowStart) {

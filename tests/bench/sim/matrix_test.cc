@@ -37,7 +37,7 @@ std::vector<std::string> Lines(const std::string& text) {
 TEST(GridTest, KeysAreShortUniqueSnakeCase) {
   const std::vector<MatrixScenario> g = MatrixGrid(1);
   EXPECT_GE(g.size(), 12u);
-  EXPECT_LE(g.size(), 20u);
+  EXPECT_LE(g.size(), 24u);
   std::set<std::string> keys;
   for (const MatrixScenario& m : g) {
     EXPECT_TRUE(keys.insert(m.key).second) << "duplicate " << m.key;
@@ -159,7 +159,7 @@ TEST(MatrixFormatTest, CsvHeaderIsExactlyTheIssues) {
   EXPECT_EQ(std::string(kMatrixCsvHeader),
             "scenario,policy,peak_rps_outage,peak_rps_recovery,time_to_99_s,"
             "wasted_attempts,delivered,given_up,recovery_to_99_s,limit_s,"
-            "messages_per_delivery");
+            "messages_per_delivery,over_capacity,recovery_to_100_s");
   EXPECT_EQ(Lines(FormatMatrixCsv(FakeResults()))[0], kMatrixCsvHeader);
 }
 
@@ -172,7 +172,7 @@ TEST(MatrixFormatTest, EveryScenarioAndEveryPolicyIsListedInOrder) {
   for (const MatrixResult& m : results) {
     for (Policy p : kAllPolicies) {
       std::vector<std::string> cells = absl::StrSplit(lines[i++], ',');
-      ASSERT_EQ(cells.size(), 11u);
+      ASSERT_EQ(cells.size(), 13u);
       EXPECT_EQ(cells[0], m.scenario.key);
       EXPECT_EQ(cells[1], PolicyKey(p));
     }
@@ -321,6 +321,65 @@ TEST(BarTest, TheLimitTargetIsApartFromTheBarAndOnlyWhereTheBacklogCanFinish) {
   c.limit_s.reset();  // the backlog cannot finish: no target
   EXPECT_FALSE(EvaluateBar(r).limit_target.applies);
   EXPECT_TRUE(EvaluateBar(r).limit_target.Passes());
+}
+
+TEST(BarTest, BehindALimiterOverCapacityAnswersAndRecoveryTo100Count) {
+  // An endpoint of 500/s after its outage: over-capacity answers at most 5%
+  // of the 10,000 deliveries; 100% within 1.5 x limit + 1 s, nothing given
+  // up; 99% within 1.2 x limit + 0.5 s, now part of the bar.
+  MatrixResult r = Rows();
+  r.scenario.scenario.endpoints[0].capacity_per_second = 500;
+  PolicyResult& c = Row(r, Policy::kCoordinated);
+  c.wasted_attempts = 1;
+  c.limit_s = 20;
+  c.recovery_to_99_s = 24.5;
+  c.recovery_to_100_s = 31;
+  c.over_capacity = 500;
+  ScenarioBar bar = EvaluateBar(r);
+  ASSERT_TRUE(bar.over_capacity.applies);
+  EXPECT_DOUBLE_EQ(bar.over_capacity.limit, 500);
+  ASSERT_TRUE(bar.recovery_to_100.applies);
+  EXPECT_DOUBLE_EQ(bar.recovery_to_100.limit, 31);
+  EXPECT_TRUE(bar.limit_enforced);
+  EXPECT_TRUE(bar.Passes());
+  // Each one over its limit fails the bar on its own.
+  c.over_capacity = 501;
+  EXPECT_FALSE(EvaluateBar(r).Passes());
+  c.over_capacity = 500;
+  c.recovery_to_100_s = 31.01;
+  EXPECT_FALSE(EvaluateBar(r).Passes());
+  c.recovery_to_100_s.reset();  // something was given up or never ended
+  EXPECT_FALSE(EvaluateBar(r).recovery_to_100.Passes());
+  c.recovery_to_100_s = 31;
+  c.recovery_to_99_s = 24.6;
+  EXPECT_FALSE(EvaluateBar(r).Passes());
+  c.recovery_to_99_s = 24.5;
+  // A limiter shared with traffic the fleet cannot see: 10%.
+  r.scenario.scenario.endpoints[0].hidden_per_second = 100;
+  c.over_capacity = 1000;
+  bar = EvaluateBar(r);
+  EXPECT_DOUBLE_EQ(bar.over_capacity.limit, 1000);
+  EXPECT_TRUE(bar.Passes());
+  // A backlog that cannot finish (a saturated endpoint, whose deliveries
+  // all take their last chance): neither criterion applies.
+  c.limit_s.reset();
+  bar = EvaluateBar(r);
+  EXPECT_FALSE(bar.over_capacity.applies);
+  EXPECT_FALSE(bar.recovery_to_100.applies);
+  EXPECT_FALSE(bar.limit_enforced);
+}
+
+TEST(BarTest, NothingMayBeGivenUpWhereTheFleetCanBeDelivered) {
+  MatrixResult r = Rows();
+  Row(r, Policy::kCoordinated).wasted_attempts = 1;
+  Row(r, Policy::kCoordinated).given_up = 1;
+  const ScenarioBar bar = EvaluateBar(r);
+  ASSERT_TRUE(bar.given_up.applies);
+  EXPECT_FALSE(bar.given_up.Passes());
+  EXPECT_FALSE(bar.Passes());
+  // A saturated endpoint: capacity x (horizon - recovery) below the fleet.
+  r.scenario.scenario.endpoints[0].capacity_per_second = 50;
+  EXPECT_FALSE(EvaluateBar(r).given_up.applies);
 }
 
 TEST(BarTest, TheDeliveredLimitIsInWholeDeliveries) {

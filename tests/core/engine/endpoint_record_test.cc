@@ -123,9 +123,9 @@ TEST(EndpointRecord, LearnedPaceAndReleaseQueueComeBackAsTheyWere) {
                   random.Get());
   const absl::Time open = kStart + absl::Seconds(5);
   c.SampleRtt(absl::Milliseconds(120));
-  c.OnGateOpened(d, open);
   q.OnGateOpened(open);
-  c.OnSuccess(d, open + absl::Milliseconds(100), q.backlog());
+  c.OnGateOpened(d, open, q.backlog());
+  c.OnSuccess(d, open + absl::Milliseconds(100));
   const absl::Time now = open + absl::Milliseconds(200);
 
   CapacityEstimator c2;
@@ -140,6 +140,7 @@ TEST(EndpointRecord, LearnedPaceAndReleaseQueueComeBackAsTheyWere) {
   EXPECT_EQ(q2.Releasing(now), q.Releasing(now));
   EXPECT_EQ(q2.backlog(), q.backlog());
   EXPECT_EQ(q2.tail(), q.tail());
+  EXPECT_EQ(q2.opened(), open);  // evidence of recovery (decision_path.h)
   // Instants are whole Unix ms, not the estimator's ms mod 2^32.
   const CapacityRecord r = c.Save(now);
   EXPECT_EQ(r.last_success_ms,

@@ -143,19 +143,57 @@ TEST_F(ReleasePacerTest, BookingsReachOnlySoFarAhead) {
 }
 
 TEST_F(ReleasePacerTest, TheGateLetsThePaceThroughWithABurstOfTolerance) {
-  // 10/s with 100ms of tolerance: two at once, then one every 100ms.
-  EXPECT_TRUE(pacer_.TakeSlot(At(0), 10));
-  EXPECT_TRUE(pacer_.TakeSlot(At(0), 10));
-  EXPECT_FALSE(pacer_.TakeSlot(At(0), 10));
-  EXPECT_FALSE(pacer_.TakeSlot(At(0.05), 10));
-  EXPECT_TRUE(pacer_.TakeSlot(At(0.1), 10));
+  // 100/s with 20ms of tolerance: three at once (below nginx's burst=20 at
+  // 200r/s), then one every 10ms.
+  EXPECT_TRUE(pacer_.TakeSlot(At(0), 100));
+  EXPECT_TRUE(pacer_.TakeSlot(At(0), 100));
+  EXPECT_TRUE(pacer_.TakeSlot(At(0), 100));
+  EXPECT_FALSE(pacer_.TakeSlot(At(0), 100));
+  EXPECT_FALSE(pacer_.HasRoom(At(0.005)));
+  EXPECT_FALSE(pacer_.TakeSlot(At(0.005), 100));
+  EXPECT_TRUE(pacer_.HasRoom(At(0.01)));  // looking takes nothing
+  EXPECT_TRUE(pacer_.TakeSlot(At(0.01), 100));
+  EXPECT_FALSE(pacer_.TakeSlot(At(0.01), 100));
+  // A slower pace makes room later: at 10/s, 100ms on.
+  EXPECT_TRUE(pacer_.TakeSlot(At(0.02), 10));
   EXPECT_FALSE(pacer_.TakeSlot(At(0.1), 10));
-  // A faster pace makes room sooner: at 100/s, the next 10ms slot.
-  EXPECT_TRUE(pacer_.TakeSlot(At(0.2), 100));
+  EXPECT_TRUE(pacer_.TakeSlot(At(0.12), 10));
   // Idle for a long while: no credit beyond the tolerance.
   int passed = 0;
-  for (int i = 0; i < 100; ++i) passed += pacer_.TakeSlot(At(100), 10);
-  EXPECT_EQ(passed, 2);
+  for (int i = 0; i < 100; ++i) passed += pacer_.TakeSlot(At(100), 100);
+  EXPECT_EQ(passed, 3);
+}
+
+TEST_F(ReleasePacerTest, ALimitersWordLetsNothingThroughBeforeItsInstant) {
+  pacer_.OnGateClosed(At(0));
+  pacer_.OnGateOpened(At(1));
+  EXPECT_EQ(pacer_.opened(), At(1));
+  // A 429 said Retry-After: 2 at t=1.5: no slot before 3.5, one then.
+  pacer_.Pause(p_, At(3.5));
+  EXPECT_FALSE(pacer_.TakeSlot(At(1.5), 100));
+  EXPECT_FALSE(pacer_.TakeSlot(At(3.49), 100));
+  EXPECT_EQ(pacer_.NextSlot(), At(3.5));
+  EXPECT_TRUE(pacer_.TakeSlot(At(3.5), 100));
+  EXPECT_FALSE(pacer_.TakeSlot(At(3.5), 100));
+  // The release lasts past it.
+  EXPECT_TRUE(pacer_.Releasing(At(3.6)));
+}
+
+TEST_F(ReleasePacerTest, TheFrontOfTheLineIsTheNextSlotNotTheQueuesTail) {
+  pacer_.OnGateClosed(At(0));
+  pacer_.OnGateOpened(At(1));
+  // 100 bookings at 10/s: the queue's tail is 10 s away ...
+  for (int i = 0; i < 100; ++i) {
+    (void)pacer_.Queue(p_, At(1), At(1), 10, /*growing=*/false, Rng());
+  }
+  ASSERT_GE(pacer_.tail(), At(5));
+  // ... but a delivery the pace's overshoot turned away comes back at the
+  // next slot (within one slot of it), ahead of them.
+  ASSERT_TRUE(pacer_.TakeSlot(At(1), 10));
+  const absl::Time back = pacer_.Front(p_, At(1), 10, Rng());
+  EXPECT_GE(back, pacer_.NextSlot());
+  EXPECT_LT(back, pacer_.NextSlot() + absl::Milliseconds(100));
+  EXPECT_LT(back, At(2));
 }
 
 }  // namespace

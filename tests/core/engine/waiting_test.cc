@@ -1,9 +1,11 @@
 // Waiting admission in the engine (decision.h, "Waiting admission"),
 // narrated on a fake clock: what a waiting Admit answers when it arrives,
 // what lets a held call go (a half-open probe, the end of a Retry-After
-// window or a pause, a success for a retry in its backoff, the learned
-// pace), what never does (a Retry-After window is never cut short), and
-// that a call whose wait runs out gets what an Admit gets then.
+// window or a pause, a recovery for a retry in its backoff, the learned
+// pace), what never does (a Retry-After window is never cut short, a
+// success that may predate the delivery's failure, a release running), who
+// is passed over for a probe, and that a call whose wait runs out gets what
+// an Admit gets then.
 #include <memory>
 #include <optional>
 
@@ -108,18 +110,115 @@ TEST_F(WaitingTest, HeldCallsGetTheProbeWhenTheBreakerHalfOpensThenTheRest) {
   EXPECT_EQ(o.answer->reason, Reason::kReleased);
 }
 
-TEST_F(WaitingTest, ARetryInItsBackoffGoesEarlyOnlyOnASuccessSinceItArrived) {
+TEST_F(WaitingTest, ARetryInItsBackoffGoesEarlyOnlyOnARecoverySinceItArrived) {
   Report(1, Outcome::kSuccess);  // an old success: not evidence
   clock_.Advance(absl::Seconds(1));
-  Call c = Waiting(2, absl::Seconds(10));
+  Call c = Waiting(2, absl::Seconds(30));
   ASSERT_FALSE(Step(c, WaitStep::kArrive).answer.has_value());
   EXPECT_TRUE(c.w.backoff);
   clock_.Advance(absl::Seconds(2));
   EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
-  Report(1, Outcome::kSuccess);  // another delivery's success
+  // Another delivery's success, reported after the call arrived: it may
+  // have been sent before this delivery's failure, so it says nothing of
+  // the wait that failure started. The call keeps its backoff.
+  Report(1, Outcome::kSuccess);
+  EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
+  // The endpoint trips, half-opens, and its probe succeeds: the gate
+  // opened again after the call arrived. That is a recovery: it goes.
+  Trip();
+  clock_.Set(engine_->Inspect(kEp)->open_until);
+  Call probe = Waiting(2, absl::Seconds(30));
+  WaitOutcome p = Step(probe, WaitStep::kArrive);
+  ASSERT_TRUE(p.answer.has_value());
+  ASSERT_EQ(p.answer->reason, Reason::kHalfOpenProbe);
+  EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
+  clock_.Advance(absl::Milliseconds(100));
+  Report(2, Outcome::kSuccess, p.answer->admission);  // closes the breaker
   WaitOutcome o = Step(c, WaitStep::kRecheck);
   ASSERT_TRUE(o.answer.has_value());
   EXPECT_EQ(o.answer->reason, Reason::kReleased);
+}
+
+TEST_F(WaitingTest, ARetryArrivingDuringAReleaseWaitsOutItsBackoff) {
+  // The endpoint had an outage and recovered: its parked backlog is being
+  // released. A delivery fails now (one of a flaky endpoint's failures) and
+  // is told BACKOFF; its waiting Admit for the next attempt is held for
+  // that backoff, not let go at once because a release runs (a delivery
+  // once ran eight attempts in 80 ms that way, and gave up).
+  Trip();
+  clock_.Set(engine_->Inspect(kEp)->open_until);
+  Call probe = Waiting(2, absl::Seconds(30));
+  WaitOutcome p = Step(probe, WaitStep::kArrive);
+  ASSERT_EQ(p.answer->reason, Reason::kHalfOpenProbe);
+  Report(2, Outcome::kSuccess, p.answer->admission);
+  ASSERT_TRUE(engine_->Inspect(kEp)->releasing);
+  clock_.Advance(absl::Milliseconds(500));
+  const Decision failed = Report(1, Outcome::kRetryableFailure);
+  ASSERT_EQ(failed.reason, Reason::kBackoff);
+  Call c = Waiting(2, failed.delay);
+  EXPECT_FALSE(Step(c, WaitStep::kArrive).answer.has_value());
+  EXPECT_TRUE(c.w.backoff);
+  // Other deliveries succeed meanwhile: still not evidence for it.
+  Report(1, Outcome::kSuccess);
+  EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
+  // Its backoff runs out: it goes then.
+  clock_.Set(c.w.until);
+  WaitOutcome o = Step(c, WaitStep::kExpire);
+  ASSERT_TRUE(o.answer.has_value());
+  EXPECT_EQ(o.answer->verdict, Verdict::kProceed);
+}
+
+TEST_F(WaitingTest, ARetryThePaceHoldsGoesAtASlotOnlyWhileTheEndpointServes) {
+  // As above, but the pace has no slot when the retry arrives (the
+  // backlog took them): it waits in line for one. A slot that frees is
+  // not enough, though: the endpoint may have gone down again before the
+  // breaker knows (a release once ran on into a new outage, and its slots
+  // sent one delivery's attempts 2 to 8 in 200 ms: it gave up). It goes
+  // at a slot only once an attempt sent after it arrived has succeeded.
+  Trip();
+  clock_.Set(engine_->Inspect(kEp)->open_until);
+  Call probe = Waiting(2, absl::Seconds(30));
+  WaitOutcome p = Step(probe, WaitStep::kArrive);
+  ASSERT_EQ(p.answer->reason, Reason::kHalfOpenProbe);
+  Report(2, Outcome::kSuccess, p.answer->admission);
+  ASSERT_TRUE(engine_->Inspect(kEp)->releasing);
+  // The backlog takes every slot the pace has now.
+  while (engine_->Admit({.endpoint = kEp, .attempt = 2})->verdict ==
+         Verdict::kProceed) {
+  }
+  ASSERT_EQ(Report(1, Outcome::kRetryableFailure).reason, Reason::kBackoff);
+  // Its waiting Admit for attempt 2, with a backoff of 2 s.
+  Call c = Waiting(2, absl::Seconds(2));
+  EXPECT_FALSE(Step(c, WaitStep::kArrive).answer.has_value());
+  EXPECT_TRUE(c.w.paced);
+  // Slots free (500 ms at the start pace of 10/s frees five), but nothing
+  // has succeeded since it arrived: it holds.
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
+  // A success now was sent after it arrived (a round trip, 250 ms until
+  // one is measured, would have passed): the endpoint serves, it goes.
+  Report(2, Outcome::kSuccess);
+  const WaitOutcome o = Step(c, WaitStep::kRecheck);
+  ASSERT_TRUE(o.answer.has_value());
+  EXPECT_EQ(o.answer->reason, Reason::kReleased);
+}
+
+TEST_F(WaitingTest, ACallOnItsLastAttemptIsPassedOverForTheProbe) {
+  // Two held calls, the more urgent one on its last attempt (8 by
+  // default). Should its client count a probe's failure as its own
+  // attempt, that probe would make it give up: the next call takes it.
+  Trip();
+  Call last = Waiting(8, absl::Seconds(30), clock_.Now() + absl::Seconds(60));
+  Call next = Waiting(2, absl::Seconds(30), clock_.Now() + absl::Seconds(90));
+  ASSERT_FALSE(Step(last, WaitStep::kArrive).answer.has_value());
+  ASSERT_FALSE(Step(next, WaitStep::kArrive).answer.has_value());
+  clock_.Set(engine_->Inspect(kEp)->open_until);
+  const WaitOutcome passed = Step(last, WaitStep::kRecheck);
+  EXPECT_FALSE(passed.answer.has_value());
+  EXPECT_FALSE(passed.gated) << "the calls behind it may take the probe";
+  const WaitOutcome o = Step(next, WaitStep::kRecheck);
+  ASSERT_TRUE(o.answer.has_value());
+  EXPECT_EQ(o.answer->reason, Reason::kHalfOpenProbe);
 }
 
 TEST_F(WaitingTest, LateCountsAreNeverEvidenceThatLetsABackoffGo) {
@@ -129,12 +228,16 @@ TEST_F(WaitingTest, LateCountsAreNeverEvidenceThatLetsABackoffGo) {
   clock_.Advance(absl::Seconds(2));
   // An agent's counts say 50 deliveries succeeded a second ago: counts
   // carry no admission token and no check that they came from the
-  // endpoint as it is now, so they are not evidence on their own.
+  // endpoint as it is now, so they are not evidence on their own. (Nor is
+  // a reported success: only a recovery is, as above.)
   engine_->ApplyLateCounts(
       kEp, {LateCounts{clock_.Now() - absl::Seconds(1), 0, 50}});
   EXPECT_FALSE(Step(c, WaitStep::kRecheck).answer.has_value());
-  Report(1, Outcome::kSuccess);  // a reported success is
-  EXPECT_TRUE(Step(c, WaitStep::kRecheck).answer.has_value());
+  // Its backoff runs out: it goes then.
+  clock_.Set(c.w.until);
+  const WaitOutcome o = Step(c, WaitStep::kExpire);
+  ASSERT_TRUE(o.answer.has_value());
+  EXPECT_EQ(o.answer->verdict, Verdict::kProceed);
 }
 
 TEST_F(WaitingTest, ARetryAfterWindowIsNeverCutShort) {

@@ -66,18 +66,28 @@ TEST(WireRequests, ReportRoundTrips) {
   in.attempt = 3;
   in.outcome = engine::Outcome::kRateLimited;
   in.retry_after = absl::Seconds(7);
+  in.ratelimit_reset = absl::Seconds(30);
   in.deadline = absl::FromUnixSeconds(2000000000);
   v1::ReportRequest req;
   ToProto(in, &req);
   EXPECT_FALSE(req.has_first_attempt_time());  // unset stays unset
+  EXPECT_EQ(req.ratelimit_reset().seconds(), 30);
   absl::StatusOr<engine::ReportInput> back = FromProto(req);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->endpoint, in.endpoint);
   EXPECT_EQ(back->attempt, 3);
   EXPECT_EQ(back->outcome, engine::Outcome::kRateLimited);
   EXPECT_EQ(back->retry_after, absl::Seconds(7));
+  EXPECT_EQ(back->ratelimit_reset, absl::Seconds(30));
   EXPECT_EQ(back->deadline, in.deadline);
   EXPECT_EQ(back->first_attempt_time, absl::InfinitePast());
+
+  req.mutable_ratelimit_reset()->set_nanos(-5);  // seconds 30: bad sign mix
+  EXPECT_THAT(std::string(FromProto(req).status().message()),
+              HasSubstr("ratelimit_reset: not a valid Duration"));
+  req.clear_ratelimit_reset();
+  ASSERT_TRUE(FromProto(req).ok());
+  EXPECT_FALSE(FromProto(req)->ratelimit_reset.has_value());
 
   req.set_outcome(v1::OUTCOME_UNSPECIFIED);
   EXPECT_EQ(FromProto(req).status().message(), "outcome: must be set");
