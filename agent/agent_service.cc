@@ -35,11 +35,18 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
 // coordinator answers (or the client's fallback decides). It is answered by
 // min(wait, the worker's deadline - kDeadlineMargin); the worker cancelling
 // it drops the coordinator's entry too.
+// An Admit's or Report's answer; `ctx` (may be null) gets its source as
+// initial metadata (kSourceHeader: "lease", "coordinator" or "local").
 template <typename Response>
 grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
-                    DecisionTally* tally, Response* resp) {
+                    DecisionTally* tally, Response* resp,
+                    grpc::CallbackServerContext* ctx) {
   if (!d.ok()) return rpc::ToGrpcStatus(d.status());
   if (tally != nullptr) tally->Record(*d);
+  if (ctx != nullptr) {
+    ctx->AddInitialMetadata(AgentService::kSourceHeader,
+                            client::DecisionSourceName(d->source));
+  }
   ToWire(*d, now, resp->mutable_decision());
   return grpc::Status::OK;
 }
@@ -47,13 +54,18 @@ grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
 class WaitingAdmit final : public grpc::ServerUnaryReactor {
  public:
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+  // The answer is given at the latest this long before the worker's
+  // deadline, whatever the coordinator does (the fallback's then).
+  static constexpr absl::Duration kAnswerMargin = absl::Milliseconds(50);
 
   // `held` counts the calls held; this one is in it until OnDone.
   WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
-               grpc::ByteBuffer* resp, v1::AdmitRequest request,
-               absl::Time deadline, std::atomic<int64_t>* held)
+               grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp,
+               v1::AdmitRequest request, absl::Time deadline,
+               std::atomic<int64_t>* held)
       : client_(client),
         tally_(tally),
+        ctx_(ctx),
         resp_(resp),
         request_(std::move(request)),
         deadline_(deadline),
@@ -69,21 +81,20 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
           std::min(in->wait, deadline_ - absl::Now() - kDeadlineMargin),
           absl::Milliseconds(1));
     }
-    client_->AdmitWaitingAsync(*in, &cancel_,
-                               [this](absl::StatusOr<ClientDecision> d) {
-                                 v1::AdmitResponse response;
-                                 grpc::Status s = Answer(
-                                     d, client_->clock().Now(), tally_,
-                                     &response);
-                                 bool own = false;
-                                 if (s.ok()) {
-                                   s = grpc::SerializationTraits<
-                                       v1::AdmitResponse>::Serialize(response,
-                                                                     resp_,
-                                                                     &own);
-                                 }
-                                 Finish(s);
-                               });
+    client_->AdmitWaitingAsync(
+        *in, &cancel_,
+        [this](absl::StatusOr<ClientDecision> d) {
+          v1::AdmitResponse response;
+          grpc::Status s =
+              Answer(d, client_->clock().Now(), tally_, &response, ctx_);
+          bool own = false;
+          if (s.ok()) {
+            s = grpc::SerializationTraits<v1::AdmitResponse>::Serialize(
+                response, resp_, &own);
+          }
+          Finish(s);
+        },
+        deadline_ - kAnswerMargin);
   }
   void OnCancel() override { cancel_.Cancel(); }
   void OnDone() override {
@@ -97,6 +108,7 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
  private:
   client::CoordinatorClient* const client_;
   DecisionTally* const tally_;
+  grpc::CallbackServerContext* const ctx_;
   grpc::ByteBuffer* const resp_;
   const v1::AdmitRequest request_;
   const absl::Time deadline_;  // the worker's
@@ -199,7 +211,8 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
       (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
     if (waiting_.fetch_add(1, std::memory_order_relaxed) < max_waiting_) {
-      auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting),
+      auto* call = new WaitingAdmit(client_, tally_, ctx, resp,
+                                    std::move(waiting),
                                     absl::FromChrono(ctx->deadline()),
                                     &waiting_);
       call->Start();
@@ -213,14 +226,14 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   using Resp = v1::AdmitResponse;
   return Serve<Req, Resp>(
       ctx, req, resp,
-      [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
+      [this, ctx](const Req& r, Resp* out) -> std::optional<grpc::Status> {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         std::optional<ClientDecision> d = client_->AdmitUnderLease(*in);
         if (!d.has_value()) return std::nullopt;
-        return Answer(*d, client_->clock().Now(), tally_, out);
+        return Answer(*d, client_->clock().Now(), tally_, out, ctx);
       },
-      [this](const Req& r, Resp* out) {
+      [this, ctx](const Req& r, Resp* out) {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         // A wait here is one the agent had no room to hold: not passed on
@@ -229,7 +242,7 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
           in->wait = absl::ZeroDuration();
         }
         return Answer(client_->Admit(*in), client_->clock().Now(), tally_,
-                      out);
+                      out, ctx);
       });
 }
 
@@ -240,18 +253,18 @@ grpc::ServerUnaryReactor* AgentService::Report(grpc::CallbackServerContext* ctx,
   using Resp = v1::ReportResponse;
   return Serve<Req, Resp>(
       ctx, req, resp,
-      [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
+      [this, ctx](const Req& r, Resp* out) -> std::optional<grpc::Status> {
         absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         std::optional<ClientDecision> d = client_->ReportUnderLease(*in);
         if (!d.has_value()) return std::nullopt;
-        return Answer(*d, client_->clock().Now(), tally_, out);
+        return Answer(*d, client_->clock().Now(), tally_, out, ctx);
       },
-      [this](const Req& r, Resp* out) {
+      [this, ctx](const Req& r, Resp* out) {
         absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         return Answer(client_->Report(*in), client_->clock().Now(), tally_,
-                      out);
+                      out, ctx);
       });
 }
 
