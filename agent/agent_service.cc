@@ -32,9 +32,11 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
 // A waiting Admit held here without holding a thread: the coordinator has an
 // entry for it in its waiting line (over the lease stream; a waiting call
 // of its own while the stream is down), and the call is finished when the
-// coordinator answers (or the client's fallback decides). It is answered by
-// min(wait, the worker's deadline - kDeadlineMargin); the worker cancelling
-// it drops the coordinator's entry too.
+// coordinator answers (or the client's fallback decides). Its wait is
+// min(wait, the worker's deadline - kDeadlineMargin); it is answered by
+// min(wait + 50 ms, the worker's deadline - kAnswerMargin) whatever the
+// coordinator does; the worker cancelling it drops the coordinator's entry
+// too.
 // An Admit's or Report's answer; `ctx` (may be null) gets its source as
 // initial metadata (kSourceHeader: "lease", "coordinator" or "local").
 template <typename Response>
@@ -53,10 +55,12 @@ grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
 
 class WaitingAdmit final : public grpc::ServerUnaryReactor {
  public:
-  static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
-  // The answer is given at the latest this long before the worker's
-  // deadline, whatever the coordinator does (the fallback's then).
-  static constexpr absl::Duration kAnswerMargin = absl::Milliseconds(50);
+  // The call's wait ends this long before the worker's deadline...
+  static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(150);
+  // ...and it is answered at the latest this long before it, whatever the
+  // coordinator does (by the fallback then; SyncSession::kHeldGrace after
+  // the wait).
+  static constexpr absl::Duration kAnswerMargin = absl::Milliseconds(100);
 
   // `held` counts the calls held; this one is in it until OnDone.
   WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,

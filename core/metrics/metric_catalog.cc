@@ -20,7 +20,7 @@ static_assert(InIdOrder(), "kMetricCatalog must list metrics in MetricId order")
 static_assert(static_cast<int>(MetricId::kClientSyncReconnects) + 1 ==
                   kNumMetrics,
               "kNumMetrics must count every MetricId");
-static_assert(static_cast<int>(LabelSet::kDirection) + 1 ==
+static_assert(static_cast<int>(LabelSet::kCountKind) + 1 ==
                   kNumLabelSets,
               "kNumLabelSets must count every LabelSet");
 
@@ -98,6 +98,8 @@ std::vector<std::vector<const char*>> AllLabelSets() {
   set(LabelSet::kAdminAction) = Of(kAdminActionLabels);
   set(LabelSet::kClientErrorCode) = ClientErrorCodes();
   set(LabelSet::kDirection) = Of(kDirectionLabels);
+  set(LabelSet::kCountReport) = Of(kCountReportLabels);
+  set(LabelSet::kCountKind) = Of(kCountKindLabels);
   return sets;
 }
 

@@ -65,8 +65,10 @@ enum class LabelSet : uint8_t {
   kAdminAction,       // pause | resume | reset | force_breaker
   kClientErrorCode,   // gRPC status code names the client counts
   kDirection,         // in | out
+  kCountReport,       // applied | lost | duplicate
+  kCountKind,         // first_attempts | successes
 };
-inline constexpr int kNumLabelSets = 14;
+inline constexpr int kNumLabelSets = 16;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -105,6 +107,12 @@ inline constexpr std::array<const char*, 4> kAdminActionLabels = {
     "pause", "resume", "reset", "force_breaker"};
 // Index 0 is in (received), 1 out (sent).
 inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
+// stagger_count_reports_total{result}, in ServerMetrics' order.
+inline constexpr std::array<const char*, 3> kCountReportLabels = {
+    "applied", "lost", "duplicate"};
+// stagger_counted_total{kind}: index 0 first attempts, 1 successes.
+inline constexpr std::array<const char*, 2> kCountKindLabels = {
+    "first_attempts", "successes"};
 // gRPC status code names by code number (grpc::StatusCode 0..16).
 inline constexpr std::array<const char*, 17> kGrpcCodeNames = {
     "OK",
@@ -144,6 +152,8 @@ enum class MetricId : uint8_t {
   kMisroutedRequests,
   kSyncMessages,
   kLeaseGrants,
+  kCountReports,
+  kCounted,
   kNotClearEntries,
   kLeases,
   kWaitingCalls,
@@ -171,7 +181,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 36;
+inline constexpr int kNumMetrics = 38;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -236,6 +246,19 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
     {MetricId::kLeaseGrants, "stagger_lease_grants_total",
      MetricType::kCounter, Registrar::kServerMetrics, 0, {},
      "Stream leases renewed for agents (every message up asks for one)."},
+    {MetricId::kCountReports, "stagger_count_reports_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"result", LabelSet::kCountReport}}},
+     "Agents' count reports of local answers: applied (each once, in "
+     "order), lost (dropped unsent by an agent that kept too many) and "
+     "duplicate (re-sent after a reconnect, already applied; not applied "
+     "again). Updated every second."},
+    {MetricId::kCounted, "stagger_counted_total", MetricType::kCounter,
+     Registrar::kServerMetrics, 1, {{{"kind", LabelSet::kCountKind}}},
+     "What agents answered under leases, as the count reports applied here "
+     "say: first attempts admitted and successes answered. Summed over the "
+     "agents, it equals their stagger_client_lease_decisions_total when "
+     "every count arrived exactly once."},
     {MetricId::kNotClearEntries, "stagger_not_clear_entries",
      MetricType::kGauge, Registrar::kServerMetrics, 0, {},
      "Entries of this replica's not-clear set, which agents decide centrally: "
