@@ -3,9 +3,10 @@
 // states its contract:
 //   the first line (each port's interfaces and security) -> check the
 //   flags (transport limits, config, state file, replicas, status peers)
-//   -> engine -> status page (if asked) -> metrics
-//   -> security -> state keeper -> services -> servers (gRPC port, health
-//   port) -> config watch -> eviction loop -> wait for a signal -> drain.
+//   -> engine -> the watch's log and feed -> status page (if asked) ->
+//   metrics -> security -> state keeper -> services (and the watch's) ->
+//   servers (gRPC port, health port) -> config watch -> eviction loop ->
+//   wait for a signal -> drain.
 //
 // Flags: below and in transport_flags.cc; `staggerd --help` lists every one
 // (core/cli/usage.h) and docs/OPERATING.md's "Flags" has each with its
@@ -20,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -32,6 +34,7 @@
 #include "core/cli/usage.h"
 #include "server/daemon/config_watch.h"
 #include "server/daemon/drain.h"
+#include "server/daemon/endpoint_watch.h"
 #include "server/daemon/eviction_loop.h"
 #include "server/daemon/exit_codes.h"
 #include "server/daemon/exposure.h"
@@ -112,6 +115,11 @@ ABSL_FLAG(std::string, health_address, "",
           "empty: none");
 ABSL_FLAG(std::string, status_address, "",
           "read-only HTTP status page for operators (host:port); empty: off");
+ABSL_FLAG(int64_t, watch_history_events, 100000,
+          "the watch's history: at most this many events are kept for "
+          "watchers that reconnect with a resume token");
+ABSL_FLAG(absl::Duration, watch_history_age, absl::Hours(1),
+          "the watch's history: no event older than this is kept");
 ABSL_FLAG(std::string, status_peers, "",
           "where the status page asks peers' gRPC health (plaintext, e.g. "
           "their --health_address): name=host:port,... names from --replicas");
@@ -130,10 +138,30 @@ struct CheckedFlags {
   int64_t max_waiting_calls = 0;
   int64_t max_agent_held_calls = 0;
   status::StatusPageOptions status_page;
+  service::WatchLog::Options watch;
 };
+
+// The name events and the status page give this replica: its name in
+// --replicas, else --replica_name, $HOSTNAME or "staggerd".
+std::string ReplicaName(const std::optional<service::Ownership>& ownership) {
+  if (ownership.has_value()) return ownership->self();
+  if (!absl::GetFlag(FLAGS_replica_name).empty()) {
+    return absl::GetFlag(FLAGS_replica_name);
+  }
+  const char* hostname = std::getenv("HOSTNAME");
+  return hostname != nullptr && *hostname != '\0' ? hostname : "staggerd";
+}
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// The watch's history flags, and the name its events give this replica.
+absl::Status CheckWatch(CheckedFlags* checked) {
+  checked->watch.replica = ReplicaName(checked->ownership);
+  checked->watch.max_events = absl::GetFlag(FLAGS_watch_history_events);
+  checked->watch.max_age = absl::GetFlag(FLAGS_watch_history_age);
+  return daemon::CheckWatchFlags(checked->watch);
 }
 
 // Every refusal that needs nothing started: transport limits, the config
@@ -194,6 +222,7 @@ absl::StatusOr<CheckedFlags> CheckFlags() {
                               checked.ownership);
   if (!status_page.ok()) return status_page.status();
   checked.status_page = *std::move(status_page);
+  if (absl::Status s = CheckWatch(&checked); !s.ok()) return s;
   return checked;
 }
 
@@ -241,34 +270,47 @@ void LogOwnership(const std::optional<service::Ownership>& ownership) {
 // From the metrics to the drain; returns the exit code. `status_page` (null
 // when off) outlives the metrics, which count decisions into its chart.
 int Serve(const CheckedFlags& flags, engine::Engine& engine,
-          status::StatusPage* status_page) {
+          daemon::EndpointWatch& watch, status::StatusPage* status_page) {
   auto metrics = daemon::MetricsStack::Start(
       absl::GetFlag(FLAGS_metrics_address), flags.startup.config, &engine);
   if (!metrics.ok()) {
     return Fail(daemon::kExitStartupFailure, "cannot serve metrics: ",
                 metrics.status());
   }
+  watch.HookMetrics((*metrics)->metrics());
   auto port_security = security::ServerSecurity::Create(
       SecurityFlagsFromFlags(), (*metrics)->registry(), daemon::Log);
   if (!port_security.ok()) {
     return Fail(daemon::kExitBadConfig, "refusing to start: ",
                 port_security.status());
   }
-  std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
-      flags.state_file, &engine, (*metrics)->metrics());
-
   LogOwnership(flags.ownership);
+  // Before the state file loads: the lease set hears of the restored
+  // conditions and pauses through the watch's fan-outs, as the watch does.
   daemon::DecisionServices services(
       &engine,
       {flags.lease_ttl, flags.max_waiting_calls, flags.max_agent_held_calls,
-       flags.ownership ? &*flags.ownership : nullptr},
+       flags.ownership ? &*flags.ownership : nullptr,
+       [&watch](lease::ReplicaSync& set) {
+         watch.fan_out().Add(&set);
+         watch.pause_fan_out().Add(
+             [&set](const engine::Pause& p, bool removed) {
+               set.OnPause(p, removed);
+             });
+         set.AttachToEngine(/*feeds=*/false);
+       }},
       (*metrics)->metrics(), &(*port_security)->metrics());
+  std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
+      flags.state_file, &engine, (*metrics)->metrics());
   daemon::HookStatusPage(status_page, (*metrics)->metrics());
+  watch.Start();
+  std::vector<grpc::Service*> served = services.services();
+  served.push_back(watch.service());  // stagger.v1.EndpointWatch
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
        (*port_security)->credentials()},
-      services.services());
+      served);
   if (!servers.ok()) {
     return Fail(daemon::kExitStartupFailure, "", servers.status());
   }
@@ -286,7 +328,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
 
   daemon::WaitForShutdownSignal(reloader->get());
   daemon::Drain(*servers, flags.drain,
-                {/*before_close=*/[&services] { services.BeforeClose(); },
+                {/*before_close=*/[&] { services.BeforeClose(); watch.Shutdown(); },
                  /*after_last_answer=*/[&keeper] {
                    if (keeper) keeper->Stop();  // the last snapshot
                  }});
@@ -313,11 +355,15 @@ int Run() {
   }
   engine::Engine engine(flags->startup.config, engine::RealClock::Instance(),
                         engine::PerThreadRandom::Instance());
-  auto status_page = daemon::StartStatusPage(flags->status_page, &engine);
+  // Before anything changes the engine: its changes and pauses feed the
+  // watch's log from the first one (the state file's restored ones too).
+  daemon::EndpointWatch watch(&engine, flags->watch);
+  auto status_page =
+      daemon::StartStatusPage(flags->status_page, &engine, &watch.log());
   if (!status_page.ok()) {
     return Fail(daemon::kExitStartupFailure, "", status_page.status());
   }
-  return Serve(*flags, engine, status_page->get());
+  return Serve(*flags, engine, watch, status_page->get());
 }
 
 }  // namespace

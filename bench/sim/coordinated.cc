@@ -52,9 +52,9 @@ CoordinatedDriver::CoordinatedDriver(Fleet& fleet)
       room_->Wake(endpoint_of_.at(key));
     };
     hooks.done = [this] { return f_.AllSettled(); };
-    leases_ = std::make_unique<LeaseNetwork>(s_.leases, engine_.get(),
-                                             &f_.clock(), std::move(hooks),
-                                             &f_.result());
+    leases_ = std::make_unique<LeaseNetwork>(
+        s_.leases, s_.seed, engine_.get(), &f_.clock(), std::move(hooks),
+        &f_.result());
   }
 }
 
@@ -127,12 +127,13 @@ absl::Status CoordinatedDriver::OnEvent(const Event& e) {
       return absl::OkStatus();
     case EventType::kAdmit:
       return Admit(now, id);
-    case EventType::kReport:
+    case EventType::kReport:  // its counts went first (lease_model.h)
+      if (!leases_->ReportDue(id)) return absl::OkStatus();
       return ReportFailure(now, id);
     case EventType::kLook:
       return room_->Look(id, now);
-    case EventType::kFlush:
-    case EventType::kNudge:
+    case EventType::kPoll:
+    case EventType::kTick:
     case EventType::kMessage:
       return leases_->OnEvent(e);
     default:
@@ -149,10 +150,8 @@ absl::Status CoordinatedDriver::OnAnswer(int64_t now, int id) {
     return st;
   }
   if (leases_ != nullptr &&
-      leases_->FlushFor(AgentOf(id), keys_[d.endpoint])) {
-    // The Report goes once the coordinator has applied the counts.
-    f_.Push(now + 2 * leases_->push_latency_ns(), id, EventType::kReport);
-    return absl::OkStatus();
+      leases_->FlushFor(AgentOf(id), id, keys_[d.endpoint])) {
+    return absl::OkStatus();  // the Report goes once the counts are applied
   }
   return ReportFailure(now, id);
 }
@@ -164,7 +163,7 @@ absl::Status CoordinatedDriver::Admit(int64_t now, int id) {
   const engine::AdmitInput in = AdmitFor(id, absl::ZeroDuration());
   if (leases_ != nullptr && d.attempt == 1) {
     if (std::optional<engine::Decision> local =
-            leases_->Admit(AgentOf(id), in, f_.Rng())) {
+            leases_->Admit(AgentOf(id), in)) {
       return Follow(now, id, *local);
     }
   }
@@ -181,7 +180,7 @@ absl::Status CoordinatedDriver::AdmitWaiting(int64_t now, int id,
   const engine::AdmitInput in = AdmitFor(id, wait);
   if (leases_ != nullptr && d.attempt == 1) {
     if (std::optional<engine::Decision> local =
-            leases_->Admit(AgentOf(id), in, f_.Rng())) {
+            leases_->Admit(AgentOf(id), in)) {
       return FollowWaiting(now, id, *local);
     }
   }
@@ -229,8 +228,8 @@ absl::Status CoordinatedDriver::ReportFailure(int64_t now, int id) {
   absl::StatusOr<engine::Decision> dec = engine_->Report(in);
   if (!dec.ok()) return Refused("Report", d.attempt, dec.status());
   Observe(now, *dec);
-  // As staggerd after a failure Report: leases, then the waiting calls.
-  if (leases_ != nullptr) leases_->OnFailureReported(in.endpoint);
+  // As staggerd after a failure Report: the waiting calls look again (the
+  // lease replica heard of the endpoint's condition from the engine).
   if (room_ != nullptr) {
     if (in.retry_after.has_value()) room_->NoteRetryAfter(d.endpoint);
     room_->Wake(d.endpoint);

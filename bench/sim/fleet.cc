@@ -208,6 +208,7 @@ void Fleet::Send(int64_t now, int id) {
     result_.attempts_per_bucket.resize(b + 1, 0);
   }
   ++result_.attempts_per_bucket[b];
+  if (result_.disabled_s.has_value()) ++result_.attempts_after_disable;
   if (d.attempt == 1) {
     ++result_.first_attempts;
     if (!d.last.ok) ++result_.failed_first_attempts;
@@ -254,6 +255,9 @@ void Fleet::GiveUp(int64_t now, int id, engine::Reason r, bool holds_worker) {
   ++result_.given_up;
   ++result_.per_endpoint[d.endpoint].given_up;
   ++result_.given_up_by_reason[static_cast<int>(r)];
+  if (r == engine::Reason::kEndpointDisabled && !result_.disabled_s) {
+    result_.disabled_s = static_cast<double>(now) / 1e9;
+  }
   if (trace_) {
     TraceEvent t;
     t.kind = TraceEvent::Kind::kGaveUp;

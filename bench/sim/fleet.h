@@ -75,8 +75,8 @@ enum class EventType : uint8_t {
   kReady,    // coordinated: a parked delivery queues for a worker again
   kReport,   // coordinated: Report the failed attempt (its counts went first)
   kLook,     // the wait room looks at endpoint `id`'s line
-  kFlush,    // agent `id` flushes its counts
-  kNudge,    // agent `id` sends its asks and acknowledgements
+  kPoll,     // agent `id` sends what its lease stream has due
+  kTick,     // the coordinator's lease replica pushes its set's changes
   kMessage,  // lease stream message `id` arrives
 };
 

@@ -1,12 +1,15 @@
 #include "bench/sim/lease_table.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/sim/report.h"
-#include "core/lease/lease_ledger.h"
+#include "core/engine/decision_path.h"
+#include "core/lease/replica_sync.h"
+#include "core/lease/time_bounds.h"
 
 namespace stagger::sim {
 
@@ -27,6 +30,14 @@ Scenario TtlScenario(absl::Duration ttl, int deaf_agents, uint64_t seed) {
   s.leases.deaf_agents = deaf_agents;
   s.seed = seed;
   return s;
+}
+
+absl::Duration DeafBound(const Scenario& s) {
+  const engine::PolicyParams p = CoordinatedConfig(s).default_policy;
+  const absl::Duration hold = s.leases.ttl + lease::ReplicaSync::kCoalesce +
+                              s.leases.push_latency +
+                              lease::SendBound(p.backoff.initial_jitter);
+  return hold + std::max(engine::kMinHalfOpenWait, p.deferral.spread);
 }
 
 absl::StatusOr<std::vector<TtlRow>> RunTtlTable(uint64_t seed) {
@@ -69,7 +80,6 @@ std::string FormatTtlTableMarkdown(const std::vector<TtlRow>& rows,
       "One agent deaf | Probe held back | Bound (TTL + grace) | 99% after "
       "recovery: every agent acknowledges | One agent deaf |\n"
       "|---:|---:|---:|---:|---:|---:|---:|\n";
-  const absl::Duration grace = lease::LeaseLedger::kExpiryGrace;
   for (const TtlRow& row : rows) {
     const std::optional<double> acked = ProbeAfterTrip(row.acked);
     const std::optional<double> deaf = ProbeAfterTrip(row.deaf);
@@ -77,13 +87,17 @@ std::string FormatTtlTableMarkdown(const std::vector<TtlRow>& rows,
     if (acked && deaf) held = *deaf - *acked;
     absl::StrAppend(&out, "| ", absl::FormatDuration(row.ttl), " | ",
                     Time2(acked), " | ", Time2(deaf), " | ", Time2(held),
-                    " | ", absl::FormatDuration(row.ttl + grace), " | ",
+                    " | ",
+                    Time2(absl::ToDoubleSeconds(
+                        DeafBound(TtlScenario(row.ttl, 1, seed)))),
+                    " | ",
                     Time2(row.acked.recovery_to_99_s), " | ",
                     Time2(row.deaf.recovery_to_99_s), " |\n");
   }
   if (rows.empty()) return out;
   const Scenario s = TtlScenario(rows[0].ttl, 1, seed);
   const LeaseModel& m = s.leases;
+  const absl::Duration grace = DeafBound(s) - s.leases.ttl;
   absl::StrAppend(
       &out, "\n", Thousands(s.subscriptions), " deliveries, ",
       Thousands(s.arrival_rate), " created per second from t=0; ",
@@ -93,10 +107,13 @@ std::string FormatTtlTableMarkdown(const std::vector<TtlRow>& rows,
       absl::FormatDuration(m.flush_interval), ", ",
       absl::FormatDuration(m.push_latency),
       " one way), the TTL of the row; seed ", seed,
-      ". The deaf agent neither applies nor acknowledges a revoke: the "
-      "coordinator holds the endpoint's half-open probes until that agent's "
-      "lease may have run out (its last grant + TTL + ",
-      absl::FormatDuration(grace), " of grace).\n");
+      ". The deaf agent's lease stream goes quiet at the set change that "
+      "takes the endpoint out of clear, so it neither applies nor "
+      "acknowledges it: the replica holds the endpoint's half-open probes "
+      "until the lease it last renewed for that agent has ended. Grace: ",
+      Time2(absl::ToDoubleSeconds(grace)),
+      " (the set's coalescing, one way, the largest initial jitter's send "
+      "bound, and the held calls' next look after the deferral spread).\n");
   return out;
 }
 

@@ -103,13 +103,15 @@ ABSL_FLAG(int, agents, kLeases.agents,
           "coordinated: agents holding leases; 0 = every call goes to the "
           "coordinator");
 ABSL_FLAG(absl::Duration, flush_interval, kLeases.flush_interval,
-          "coordinated: each agent sends its counts this often");
+          "coordinated: each agent sends its counts and renews its lease "
+          "this often");
 ABSL_FLAG(absl::Duration, push_latency, kLeases.push_latency,
           "coordinated: one way between an agent and the coordinator");
 ABSL_FLAG(absl::Duration, lease_ttl, kLeases.ttl,
-          "coordinated: the leases' time to live");
+          "coordinated: the agents' stream leases' time to live");
 ABSL_FLAG(int, deaf_agents, kLeases.deaf_agents,
-          "coordinated: agents that never apply nor acknowledge a revoke");
+          "coordinated: agents whose lease stream goes quiet at the first "
+          "set change");
 // Overrides of the coordinated row's engine (defaults: the engine's own).
 ABSL_FLAG(absl::Duration, breaker_open_base, kEngine.breaker.open_base,
           "engine: breaker open duration on the first trip");
@@ -133,8 +135,9 @@ ABSL_FLAG(absl::Duration, budget_window, kEngine.budget.window,
           "retry budget: sliding window (engine and budget row)");
 // What to run.
 ABSL_FLAG(std::string, scenario, "",
-          "run this scenario of the matrix (its key) instead of the flags' "
-          "scenario; engine flags still apply");
+          "run this scenario of the matrix, or an extra one such as "
+          "dead_week_disable_72h (its key), instead of the flags' scenario; "
+          "engine flags still apply");
 ABSL_FLAG(bool, matrix, false,
           "run the scenario matrix (every scenario, every policy, on the "
           "engine's defaults) and print the bar's summary");
@@ -145,8 +148,9 @@ ABSL_FLAG(bool, matrix_strict, false,
           "with --matrix: exit 3 if any scenario misses the bar (for CI)");
 ABSL_FLAG(int, jobs, 1, "with --matrix: simulations run on this many threads");
 ABSL_FLAG(bool, ttl_table, false,
-          "print the lease TTL's effect on time to recovery when one agent "
-          "never acknowledges a revoke (a fixed scenario; --seed applies)");
+          "print the lease TTL's effect on time to recovery when one "
+          "agent's lease stream goes quiet (a fixed scenario; --seed "
+          "applies)");
 // Output.
 ABSL_FLAG(std::string, format, "markdown", "markdown or csv");
 ABSL_FLAG(std::string, plot, "", "write attempts/s over time to this SVG file");

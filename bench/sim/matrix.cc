@@ -167,9 +167,31 @@ std::vector<MatrixScenario> MatrixGrid(uint64_t seed) {
   return g;
 }
 
+std::vector<MatrixScenario> ExtraScenarios(uint64_t seed) {
+  std::vector<MatrixScenario> g;
+  {
+    // A tenant's endpoint dead for a week, one delivery a minute, with the
+    // platform's disable option on (off by default: the one engine setting
+    // a scenario makes).
+    Scenario s = Base(10080, absl::Hours(24 * 7));
+    s.arrival_rate = 1.0 / 60;
+    s.engine_policy.disable.after_unavailable = absl::Hours(72);
+    s.max_virtual_time = absl::Hours(24 * 8);
+    g.push_back({"dead_week_disable_72h",
+                 "disable.after_unavailable 72 h: no attempt after the "
+                 "disable",
+                 s});
+  }
+  for (MatrixScenario& m : g) m.scenario.seed = seed;
+  return g;
+}
+
 std::optional<MatrixScenario> FindMatrixScenario(absl::string_view key,
                                                  uint64_t seed) {
   for (MatrixScenario& m : MatrixGrid(seed)) {
+    if (m.key == key) return std::move(m);
+  }
+  for (MatrixScenario& m : ExtraScenarios(seed)) {
     if (m.key == key) return std::move(m);
   }
   return std::nullopt;

@@ -53,7 +53,13 @@ struct MatrixScenario {
 // 120 s, 250 ms answers, 50 ms initial jitter, unlimited concurrency, one
 // worker process (retry budget) per 1,000 deliveries.
 std::vector<MatrixScenario> MatrixGrid(uint64_t seed);
-// The grid's scenario `key`, or none.
+// Scenarios outside the grid, run by name (stagger-sim --scenario=KEY) and
+// by their own tests, never held to the bar: each turns on an engine
+// option that is off by default. dead_week_disable_72h: an endpoint dead
+// for a week, one delivery a minute, disable.after_unavailable 72 h (no
+// attempt after the disable: PolicyResult::attempts_after_disable).
+std::vector<MatrixScenario> ExtraScenarios(uint64_t seed);
+// The grid's (or the extra scenarios') scenario `key`, or none.
 std::optional<MatrixScenario> FindMatrixScenario(absl::string_view key,
                                                  uint64_t seed);
 // For a scenario with one endpoint of finite capacity: how many deliveries

@@ -154,7 +154,9 @@ std::string DescribeFleet(const Scenario& s) {
                   Seconds(m.ttl));
   if (m.deaf_agents > 0) {
     absl::StrAppend(&out, "; ", m.deaf_agents,
-                    " never acknowledging a revoke");
+                    m.deaf_agents == 1 ? " whose stream goes quiet"
+                                       : " whose streams go quiet",
+                    " at the first set change");
   }
   return absl::StrCat(out, ")");
 }
@@ -265,6 +267,12 @@ std::string MarkdownGiveUps(const Scenario& s,
       absl::StrAppend(&out, "; still pending at the ",
                       Seconds(s.max_virtual_time), " stop: ",
                       Thousands(static_cast<double>(r.unfinished)));
+    }
+    if (r.disabled_s.has_value()) {
+      absl::StrAppend(&out, "; the endpoint disabled at ",
+                      absl::StrFormat("%.1f h", *r.disabled_s / 3600),
+                      ", attempts after it: ",
+                      Thousands(static_cast<double>(r.attempts_after_disable)));
     }
   }
   if (!out.empty()) absl::StrAppend(&out, "\n");

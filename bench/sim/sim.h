@@ -42,11 +42,13 @@
 //    one; answered DEFER, it asks again at once. Without waiting admission
 //    (the old client): a PROCEED delay is waited in the worker, and a DEFER
 //    parks the delivery and Admits the same attempt again at defer_until.
-//  - Agents with leases (Scenario::leases, agents > 0; core/lease/): the
-//    deliveries are spread over the agents round-robin; each agent keeps a
-//    lease::LeaseBook and answers first attempts and successes locally under
-//    a lease; the coordinator is the engine plus a lease::LeaseLedger
-//    (lease_model.h has the messages and their timing).
+//  - Agents with leases (Scenario::leases, agents > 0; core/lease/, lease
+//    protocol 2): the deliveries are spread over the agents round-robin;
+//    each agent keeps a lease::AgentLink (a copy of the coordinator's
+//    not-clear set and one stream lease) and answers first attempts and
+//    successes locally for every endpoint the set does not cover; the
+//    coordinator is the engine plus a lease::ReplicaSync (lease_model.h
+//    has the messages and their timing).
 //  - A GIVE_UP dead-letters the delivery. One engine key per endpoint.
 //
 // Contract:
@@ -172,22 +174,25 @@ std::vector<DownInterval> Flapping(absl::Duration down, absl::Duration up,
                                    int cycles);
 
 // The coordinated fleet's agents (stagger-agent) and their leases
-// (core/lease/; proto/stagger/v1/sync.proto). Defaults: four agents, the
-// agent's flush interval (500 ms), 1 ms one way between an agent and the
-// coordinator (a local network), staggerd's --lease_ttl default (5 s).
+// (core/lease/, lease protocol 2; proto/stagger/v1/sync.proto). Defaults:
+// four agents, the agent's flush interval (500 ms), 1 ms one way between an
+// agent and the coordinator (a local network), staggerd's --lease_ttl
+// default (5 s).
 struct LeaseModel {
   // 0: no agents (every decision is a call to the coordinator), else
   // 1..1000; deliveries go to agents round-robin.
   int agents = 4;
-  // Each agent sends its counts this often (10 ms..1 min); agent a first
-  // at (a + 1) / agents of it.
+  // Each agent sends its counts and renews its stream lease this often
+  // (10 ms..1 min); agent a first at (a + 1) / agents of it.
   absl::Duration flush_interval = absl::Milliseconds(500);
   // One way, agent -> coordinator and coordinator -> agent (0..10 s).
   absl::Duration push_latency = absl::Milliseconds(1);
-  // The leases' time to live (1 s..10 min, --lease_ttl's range).
+  // The stream leases' time to live (1 s..10 min, --lease_ttl's range).
   absl::Duration ttl = absl::Seconds(5);
-  // The first `deaf_agents` agents never apply nor acknowledge a revoke
-  // (a stream that went quiet): their leases end only with their ttl.
+  // The first `deaf_agents` agents' streams go quiet at the first set
+  // change that takes keys out of clear: nothing passes either way from
+  // then on, so they neither apply nor acknowledge it, and their leases
+  // end only with their ttl (lease_model.h).
   int deaf_agents = 0;
 };
 
@@ -362,13 +367,14 @@ struct PolicyResult {
   int64_t expired = 0;
   int64_t peak_held = 0;
   // Leases: decisions the agents took locally, lease stream messages each
-  // way, grants and revokes.
+  // way, stream lease renewals granted, and not-clear set changes pushed
+  // (one per agent stream).
   int64_t local_admits = 0;
   int64_t local_reports = 0;
   int64_t sync_up = 0;
   int64_t sync_down = 0;
-  int64_t lease_grants = 0;
-  int64_t lease_revokes = 0;
+  int64_t lease_renewals = 0;
+  int64_t set_pushes = 0;
   // Messages to or from the coordinator: admits + reports + sync_up +
   // sync_down (a unary call counts 1, a stream message 1), and that per
   // delivery.
@@ -379,6 +385,12 @@ struct PolicyResult {
   std::optional<double> first_trip_s;
   std::optional<double> first_probe_s;
   int64_t trips = 0;
+  // The coordinated row with the disable option on (engine_policy.disable):
+  // the first GIVE_UP(ENDPOINT_DISABLED), seconds since t=0 (the engine
+  // disables the endpoint at the decision that answers it), and the
+  // attempts sent from then on (0: nothing reached a disabled endpoint).
+  std::optional<double> disabled_s;
+  int64_t attempts_after_disable = 0;
   // Sanity: events handled, and times the clock would have gone back.
   int64_t events = 0;
   int64_t clock_regressions = 0;

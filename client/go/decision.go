@@ -57,6 +57,7 @@ const (
 	LastChance        Reason = 15
 	Paused            Reason = 16
 	Released          Reason = 17
+	EndpointDisabled  Reason = 18
 )
 
 var reasonNames = map[Reason]string{InitialJitter: "INITIAL_JITTER", Backoff: "BACKOFF",
@@ -64,7 +65,8 @@ var reasonNames = map[Reason]string{InitialJitter: "INITIAL_JITTER", Backoff: "B
 	BudgetExhausted: "BUDGET_EXHAUSTED", AttemptsExhausted: "ATTEMPTS_EXHAUSTED",
 	NotRetryable: "NOT_RETRYABLE", Deadline: "DEADLINE", Succeeded: "SUCCEEDED",
 	HalfOpenBusy: "HALF_OPEN_BUSY", RetryAfterWindow: "RETRY_AFTER_WINDOW", Admitted: "ADMITTED",
-	Paced: "PACED", LastChance: "LAST_CHANCE", Paused: "PAUSED", Released: "RELEASED"}
+	Paced: "PACED", LastChance: "LAST_CHANCE", Paused: "PAUSED", Released: "RELEASED",
+	EndpointDisabled: "ENDPOINT_DISABLED"}
 
 // String is the proto name ("CIRCUIT_OPEN"), or "REASON_<n>" for a reason
 // newer than this package.

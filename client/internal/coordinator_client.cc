@@ -287,6 +287,17 @@ CoordinatorClient::Impl::Impl(ClientOptions options)
       [this](const Member& m, bool health_checks) {
         return MakeReplica(m, health_checks);
       });
+  if (options_.leases) {
+    // The fallback keeps to the last not-clear set of each key's owner.
+    local_.set_covering([this](absl::string_view key)
+                            -> std::optional<lease::NotClearEntry> {
+      const std::shared_ptr<const Membership::View> v = membership_->view();
+      if (!v->ring.has_value()) return std::nullopt;
+      SyncSession* s = v->replicas[v->ring->Owner(key)]->sync();
+      if (s == nullptr) return std::nullopt;
+      return s->Covering(key);
+    });
+  }
   housekeeper_ = std::thread([this] { Housekeeping(); });
 }
 

@@ -54,6 +54,41 @@ ClientDecision LocalDecider::ClosedDefer(int attempt, absl::Status cause) {
   return out;
 }
 
+std::optional<engine::Decision> LocalDecider::KeepToSet(absl::string_view key,
+                                                        int attempt) {
+  if (!covering_) return std::nullopt;
+  const std::optional<lease::NotClearEntry> e = covering_(key);
+  if (!e.has_value()) {
+    absl::MutexLock l(&mu_);
+    seeded_.erase(key);
+    return std::nullopt;
+  }
+  const absl::Time now = clock_->Now();
+  if (e->why == lease::Why::kPaused || e->why == lease::Why::kRetryAfter) {
+    if (e->until <= now) return std::nullopt;
+    engine::Decision d;
+    d.verdict = engine::Verdict::kDefer;
+    d.reason = e->why == lease::Why::kPaused
+                   ? engine::Reason::kPaused
+                   : engine::Reason::kRetryAfterWindow;
+    d.defer_until = e->until;
+    d.attempt = attempt;
+    return d;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (seeded_.contains(key)) return std::nullopt;
+    if (seeded_.size() >= kMaxSeeded) seeded_.clear();
+    seeded_.insert(std::string(key));
+  }
+  if (engine_.Track(key)) {
+    const absl::Duration open =
+        engine_.config().default_policy.breaker.open_base;
+    (void)engine_.ForceBreaker(key, engine::BreakerState::kOpen, open);
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<ClientDecision> LocalDecider::Admit(const AdmitRequest& in,
                                                    absl::Status cause) {
   ClientDecision out;
@@ -61,7 +96,10 @@ absl::StatusOr<ClientDecision> LocalDecider::Admit(const AdmitRequest& in,
     if (absl::Status v = engine_.ValidateAdmit(in); !v.ok()) return v;
     out = ClosedDefer(in.attempt, std::move(cause));
   } else {
-    absl::StatusOr<engine::Decision> d = engine_.Admit(in);
+    if (absl::Status v = engine_.ValidateAdmit(in); !v.ok()) return v;
+    std::optional<engine::Decision> kept = KeepToSet(in.endpoint, in.attempt);
+    absl::StatusOr<engine::Decision> d =
+        kept.has_value() ? *kept : engine_.Admit(in);
     if (!d.ok()) return d.status();
     // Admitted without the coordinator: never its probe (a probe of the
     // local engine's own breaker keeps its token, salted apart).
@@ -97,7 +135,14 @@ absl::StatusOr<ClientDecision> LocalDecider::Report(const ReportRequest& in,
       out = ClosedDefer(in.attempt + 1, std::move(cause));
     }
   } else {
-    absl::StatusOr<engine::Decision> d = engine_.Report(in);
+    if (absl::Status v = engine_.ValidateReport(in); !v.ok()) return v;
+    std::optional<engine::Decision> kept;
+    if (in.outcome != engine::Outcome::kSuccess &&
+        in.outcome != engine::Outcome::kNotRetryable) {
+      kept = KeepToSet(in.endpoint, in.attempt + 1);
+    }
+    absl::StatusOr<engine::Decision> d =
+        kept.has_value() ? *kept : engine_.Report(in);
     if (!d.ok()) return d.status();
     out = ToClientDecision(*d, clock_->Now(), DecisionSource::kLocalFallback,
                            std::move(cause));

@@ -106,6 +106,19 @@ std::string PauseText(const v1::EndpointState& s, absl::Time now) {
   return absl::StrCat(In(s.pause().until(), now), " (", s.pause().reason(), ")");
 }
 
+// "OPERATOR", "UNAVAILABLE", "PERMANENT_FAILURES".
+std::string TriggerName(v1::DisableTrigger t) {
+  const std::string name = v1::DisableTrigger_Name(t);
+  const std::string prefix = "DISABLE_TRIGGER_";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+std::string DisabledText(const v1::EndpointState& s) {
+  if (!s.has_disabled()) return "-";
+  return absl::StrCat(TriggerName(s.disabled().trigger()), " (",
+                      s.disabled().reason(), ")");
+}
+
 std::vector<std::string> EndpointRow(const v1::EndpointState& s, absl::Time now) {
   return {s.endpoint(),
           v1::BreakerState_Name(s.breaker_state()),
@@ -113,12 +126,26 @@ std::vector<std::string> EndpointRow(const v1::EndpointState& s, absl::Time now)
           absl::StrCat(s.consecutive_failures()),
           s.has_retry_after_until() ? In(s.retry_after_until(), now) : "-",
           PauseText(s, now),
+          DisabledText(s),
           When(s.last_seen())};
 }
 
 const std::vector<std::string> kEndpointHeader = {
     "ENDPOINT", "BREAKER", "POLICY", "FAILURES", "RETRY-AFTER", "PAUSED",
-    "LAST-SEEN"};
+    "DISABLED", "LAST-SEEN"};
+
+void PrintDisabled(const v1::ListDisabledResponse& r, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ENDPOINT", "TRIGGER", "SINCE", "REASON", "BY"}};
+  for (const v1::DisabledEndpoint& d : r.endpoints()) {
+    rows.push_back({d.endpoint(), TriggerName(d.disabled().trigger()),
+                    When(d.disabled().since()), d.disabled().reason(),
+                    d.disabled().disabled_by().empty()
+                        ? "-"
+                        : d.disabled().disabled_by()});
+  }
+  PrintTable(rows, out);
+}
 
 std::string Target(const v1::PauseTarget& t) {
   return t.has_prefix() ? t.prefix() + "*" : t.endpoint();
@@ -186,6 +213,12 @@ int Status(const std::vector<std::string>& args, Env& e) {
   grpc::ClientContext ctx;
   Prepare(&ctx, e.o);
   const grpc::Status ps = admin->ListPauses(&ctx, {}, &pauses);
+  v1::ListDisabledResponse disabled;
+  grpc::ClientContext dctx;
+  Prepare(&dctx, e.o);
+  const grpc::Status ds = admin->ListDisabled(&dctx, {}, &disabled);
+  const std::string disabled_count =
+      ds.ok() ? absl::StrCat(disabled.endpoints_size()) : "unknown";
   const std::string paused =
       ps.ok() ? absl::StrCat(pauses.pauses_size())
               : absl::StrCat("unknown (ListPauses: ", ps.error_message().empty()
@@ -195,16 +228,18 @@ int Status(const std::vector<std::string>& args, Env& e) {
   if (e.o.json) {
     e.out << absl::StrFormat(
         "{\n  \"address\": \"%s\",\n  \"tracked\": %d,\n  \"open\": %d,\n  "
-        "\"half_open\": %d,\n  \"pauses\": %s\n}\n",
+        "\"half_open\": %d,\n  \"pauses\": %s,\n  \"disabled\": %s\n}\n",
         e.o.address, open.total_tracked(), open.endpoints_size(),
-        half.endpoints_size(), ps.ok() ? paused : "null");
+        half.endpoints_size(), ps.ok() ? paused : "null",
+        ds.ok() ? disabled_count : "null");
     return kOk;
   }
   PrintTable({{"staggerd", e.o.address},
               {"tracked endpoints", absl::StrCat(open.total_tracked())},
               {"breakers OPEN", absl::StrCat(open.endpoints_size())},
               {"breakers HALF_OPEN", absl::StrCat(half.endpoints_size())},
-              {"pauses in force", paused}},
+              {"pauses in force", paused},
+              {"disabled endpoints", disabled_count}},
              e.out);
   return kOk;
 }
@@ -226,12 +261,27 @@ int List(const std::vector<std::string>& args, Env& e) {
     }
     return kOk;
   }
+  if (e.o.state == "DISABLED") {
+    auto admin = v1::Admin::NewStub(e.channel);
+    v1::ListDisabledResponse r;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, e.o);
+    if (grpc::Status s = admin->ListDisabled(&ctx, {}, &r); !s.ok()) {
+      return Fail(s, e.o, "list", e.err);
+    }
+    if (e.o.json) {
+      e.out << Json(r);
+    } else {
+      PrintDisabled(r, e.out);
+    }
+    return kOk;
+  }
   v1::BreakerState filter = v1::BREAKER_STATE_UNSPECIFIED;
   if (!e.o.state.empty() && e.o.state != "OPEN" && e.o.state != "HALF_OPEN" &&
       e.o.state != "CLOSED") {
     return Usage(e.err, absl::StrCat("--state=", e.o.state,
-                                     ": expected OPEN, HALF_OPEN, CLOSED or "
-                                     "PAUSED"));
+                                     ": expected OPEN, HALF_OPEN, CLOSED, "
+                                     "PAUSED or DISABLED"));
   }
   if (!e.o.state.empty()) v1::BreakerState_Parse(e.o.state, &filter);
   auto stub = v1::RetryCoordinator::NewStub(e.channel);
@@ -295,6 +345,15 @@ int Get(const std::vector<std::string>& args, Env& e) {
       rows.push_back({"pause prefix", s.pause().prefix()});
     }
   }
+  if (s.has_disabled()) {
+    rows.push_back({"disabled", absl::StrCat(TriggerName(s.disabled().trigger()),
+                                             " since ",
+                                             When(s.disabled().since()))});
+    rows.push_back({"disable reason", s.disabled().reason()});
+    if (!s.disabled().disabled_by().empty()) {
+      rows.push_back({"disabled by", s.disabled().disabled_by()});
+    }
+  }
   PrintTable(rows, e.out);
   return kOk;
 }
@@ -327,6 +386,7 @@ int PauseCmd(const std::vector<std::string>& args, Env& e) {
   *req.mutable_duration() = TimeUtil::NanosecondsToDuration(
       absl::ToInt64Nanoseconds(e.o.pause_for));
   req.set_reason(e.o.reason);
+  req.set_operation_id(e.o.operation_id);
   auto admin = v1::Admin::NewStub(e.channel);
   v1::PauseResponse r;
   grpc::ClientContext ctx;
@@ -347,6 +407,7 @@ int ResumeCmd(const std::vector<std::string>& args, Env& e) {
   v1::ResumeRequest req;
   int code = kOk;
   if (!TargetFrom(args, e, req.mutable_target(), &code)) return code;
+  req.set_operation_id(e.o.operation_id);
   auto admin = v1::Admin::NewStub(e.channel);
   v1::ResumeResponse r;
   grpc::ClientContext ctx;
@@ -382,17 +443,71 @@ int ResetCmd(const std::vector<std::string>& args, Env& e) {
   return kOk;
 }
 
+int DisableCmd(const std::vector<std::string>& args, Env& e) {
+  if (args.size() != 2) {
+    return Usage(e.err, "usage: staggerctl disable KEY --reason TEXT");
+  }
+  if (e.o.reason.empty()) {
+    return Usage(e.err, "disable: --reason TEXT is required");
+  }
+  v1::DisableRequest req;
+  req.set_endpoint(args[1]);
+  req.set_reason(e.o.reason);
+  req.set_operation_id(e.o.operation_id);
+  auto admin = v1::Admin::NewStub(e.channel);
+  v1::DisableResponse r;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, e.o);
+  if (grpc::Status s = admin->Disable(&ctx, req, &r); !s.ok()) {
+    return Fail(s, e.o, "disable", e.err);
+  }
+  if (e.o.json) {
+    e.out << Json(r);
+  } else {
+    e.out << "disabled " << args[1] << "\n";
+  }
+  return kOk;
+}
+
+int EnableCmd(const std::vector<std::string>& args, Env& e) {
+  if (args.size() != 2) return Usage(e.err, "usage: staggerctl enable KEY");
+  v1::EnableRequest req;
+  req.set_endpoint(args[1]);
+  req.set_reason(e.o.reason);
+  req.set_operation_id(e.o.operation_id);
+  auto admin = v1::Admin::NewStub(e.channel);
+  v1::EnableResponse r;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, e.o);
+  if (grpc::Status s = admin->Enable(&ctx, req, &r); !s.ok()) {
+    return Fail(s, e.o, "enable", e.err);
+  }
+  if (e.o.json) {
+    e.out << Json(r);
+  } else {
+    e.out << "enabled " << args[1] << " (disabled by "
+          << TriggerName(r.ended().trigger()) << " since "
+          << When(r.ended().since()) << ")\n";
+  }
+  return kOk;
+}
+
 }  // namespace
 
 std::string Usage() {
   return R"(staggerctl: inspect and operate a Stagger coordinator (staggerd).
 
   staggerctl [flags] status
-  staggerctl [flags] list [--state=OPEN|HALF_OPEN|CLOSED|PAUSED] [--json]
+  staggerctl [flags] list [--state=OPEN|HALF_OPEN|CLOSED|PAUSED|DISABLED]
+                          [--json]
   staggerctl [flags] get KEY
   staggerctl [flags] pause KEY|--prefix P --for 10m --reason TEXT
   staggerctl [flags] resume KEY|--prefix P
   staggerctl [flags] reset KEY [--reason TEXT]
+  staggerctl [flags] disable KEY --reason TEXT
+  staggerctl [flags] enable KEY [--reason TEXT]
+  staggerctl [flags] watch [--prefix P] [--kinds K,...] [--history]
+                           [--resume_file FILE] [--json]
 
 Flags (--helpfull: each with its default):
   --address HOST:PORT    staggerd's gRPC address (default 127.0.0.1:50051),
@@ -405,11 +520,18 @@ Flags (--helpfull: each with its default):
                          --address host
   --json                 JSON (proto field names) instead of a table
   --timeout 5s           per call
-  --state STATE          list: only OPEN, HALF_OPEN, CLOSED or PAUSED
+  --state STATE          list: only OPEN, HALF_OPEN, CLOSED, PAUSED or
+                         DISABLED
   --limit 10000          list: at most this many endpoints
-  --prefix P             pause, resume: every key under a prefix
+  --prefix P             pause, resume: every key under a prefix; watch:
+                         only events of keys under it
   --for 10m              pause: how long
-  --reason TEXT          pause, reset: why (logged, shown)
+  --reason TEXT          pause, reset, disable, enable: why (logged, shown)
+  --kinds K,...          watch: only these kinds (BREAKER_OPENED, PAUSED,
+                         DISABLED, ...; docs/OPERATING.md lists them)
+  --history              watch: start with the history each replica holds
+  --resume_file FILE     watch: read each replica's resume token from FILE
+                         at start, write them after every event
 
 Exit codes: 0 done, 1 other error, 2 bad usage, 3 staggerd unreachable
 (or a TLS mismatch), 4 not allowed (PERMISSION_DENIED), 5 not found,
@@ -432,6 +554,8 @@ int RunCommand(const std::vector<std::string>& args,
   if (cmd == "pause") return PauseCmd(args, e);
   if (cmd == "resume") return ResumeCmd(args, e);
   if (cmd == "reset") return ResetCmd(args, e);
+  if (cmd == "disable") return DisableCmd(args, e);
+  if (cmd == "enable") return EnableCmd(args, e);
   return Usage(err, absl::StrCat("unknown command \"", cmd, "\""));
 }
 

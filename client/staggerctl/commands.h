@@ -1,6 +1,7 @@
 // staggerctl's commands over the coordinator's read API
 // (stagger.v1.RetryCoordinator GetEndpoint/ListEndpoints) and the operator
-// API (stagger.v1.Admin). Each command prints a readable table, or with
+// API (stagger.v1.Admin). `watch` is watch_command.h's: it runs on every
+// replica at once. Each command prints a readable table, or with
 // --json the response messages as JSON (proto field names), and returns
 // the process exit code:
 //   0  done
@@ -10,7 +11,7 @@
 //      wrong --address, or a TLS mismatch (wrong CA, missing client cert)
 //   4  refused: PERMISSION_DENIED / UNAUTHENTICATED (the client
 //      certificate's identity is not allowed this call by the policy)
-//   5  NOT_FOUND (untracked endpoint, no such pause)
+//   5  NOT_FOUND (untracked endpoint, no such pause, not disabled)
 //   6  INVALID_ARGUMENT (staggerd names the field)
 #ifndef STAGGER_CLIENT_STAGGERCTL_COMMANDS_H_
 #define STAGGER_CLIENT_STAGGERCTL_COMMANDS_H_
@@ -44,6 +45,9 @@ struct CommandOptions {
   absl::Duration pause_for = absl::ZeroDuration();  // pause --for
   std::string reason;
   int limit = 10000;   // list: at most this many rows
+  // pause/resume/disable/enable: names the command on every replica it is
+  // sent to (admin.proto's operation_id); one per staggerctl run.
+  std::string operation_id;
 };
 
 // Runs args[0] with args[1..]; output to `out`, errors to `err`.

@@ -232,6 +232,15 @@ class Converter {
     }
   }
 
+  void Disable(const pb::Disable& d, engine::DisableParams* out) {
+    Duration("after_unavailable", d.has_after_unavailable(),
+             d.after_unavailable(), &out->after_unavailable);
+    if (d.has_permanent_failures()) {
+      out->permanent_failures = d.permanent_failures();
+    }
+    Duration("window", d.has_window(), d.window(), &out->window);
+  }
+
   // `inherited`: the values unset fields take. `inherited_ram_explicit`:
   // whether inherited.backoff.retry_after_max was set in the file (else it
   // follows this policy's cap). Returns whether this policy's
@@ -254,6 +263,10 @@ class Converter {
     {
       Scoped field(errors_, "deferral");
       Deferral(p.deferral(), &out->deferral);
+    }
+    {
+      Scoped field(errors_, "disable");
+      Disable(p.disable(), &out->disable);
     }
     const bool explicit_ram = p.backoff().has_retry_after_max();
     if (!explicit_ram && !inherited_ram_explicit) {
@@ -418,6 +431,11 @@ void PolicyToProto(const engine::PolicyParams& p, pb::Policy* out) {
   if (p.deferral.release_rate_per_second != 0) {  // 0: no cap, left unset
     d->set_release_rate_per_second(p.deferral.release_rate_per_second);
   }
+
+  pb::Disable* off = out->mutable_disable();
+  wire::ToProto(p.disable.after_unavailable, off->mutable_after_unavailable());
+  off->set_permanent_failures(p.disable.permanent_failures);
+  wire::ToProto(p.disable.window, off->mutable_window());
 }
 
 }  // namespace

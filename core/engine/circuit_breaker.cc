@@ -147,23 +147,25 @@ CircuitBreaker::MaybeTransition CircuitBreaker::OnAnswer(const BreakerParams& p,
   return std::nullopt;
 }
 
-void CircuitBreaker::CountLateAnswers(const BreakerParams& p, absl::Time now,
+bool CircuitBreaker::CountLateAnswers(const BreakerParams& p, absl::Time now,
                                       absl::Time at, absl::Time last,
                                       uint32_t n) {
-  if (!p.enabled || state_ != BreakerState::kClosed || n == 0) return;
+  if (!p.enabled || state_ != BreakerState::kClosed || n == 0) return false;
   // Only an answer after the last failure ends its run of failures.
-  if (absl::ToUnixNanos(last) > time_ns_) consecutive_failures_ = 0;
+  const bool ended = absl::ToUnixNanos(last) > time_ns_;
+  if (ended) consecutive_failures_ = 0;
   const int64_t slot_ns =
       std::max<int64_t>(1, absl::ToInt64Nanoseconds(p.window) / kSlots);
   window_.Advance(absl::ToUnixNanos(now) / slot_ns);
   Counts* c = window_.At(absl::ToUnixNanos(std::min(at, now)) / slot_ns);
-  if (c == nullptr) return;  // older than the window
+  if (c == nullptr) return ended;  // older than the window
   const uint32_t room = std::numeric_limits<uint32_t>::max() - c->attempts;
   if (n > room) {  // saturated: halve both, which keeps the ratio
     c->attempts /= 2;
     c->failures /= 2;
   }
   c->attempts += std::min(n, std::numeric_limits<uint32_t>::max() - c->attempts);
+  return ended;
 }
 
 double CircuitBreaker::TripShare(const BreakerParams& p, absl::Time now) {

@@ -70,8 +70,9 @@ class CircuitBreaker {
   // the window if it still holds at's slot. They end the run of
   // consecutive failures only if `last` came after its last failure: a
   // late count never undoes a failure that came after it. Nothing in the
-  // other states: they are traffic, never probes.
-  void CountLateAnswers(const BreakerParams& p, absl::Time now, absl::Time at,
+  // other states: they are traffic, never probes. Returns whether they
+  // ended the run (the caller resets what a success resets).
+  bool CountLateAnswers(const BreakerParams& p, absl::Time now, absl::Time at,
                         absl::Time last, uint32_t n);
   // CLOSED: how near a trip the endpoint is, as the larger of its
   // consecutive failures over the count threshold and its window's

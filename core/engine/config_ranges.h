@@ -116,6 +116,17 @@ inline constexpr DurationRange kDeferralSpread{
     "Deferral", "spread",
     absl::ZeroDuration(), absl::Minutes(10), absl::Seconds(1)};
 
+// Disable (0 turns a trigger off)
+inline constexpr DurationRange kDisableAfterUnavailable{
+    "Disable", "after_unavailable",
+    absl::ZeroDuration(), absl::Hours(24 * 30), absl::ZeroDuration()};
+inline constexpr IntRange kDisablePermanentFailures{
+    "Disable", "permanent_failures",
+    0, 1000000, 0};
+inline constexpr DurationRange kDisableWindow{
+    "Disable", "window",
+    absl::Seconds(1), absl::Hours(24 * 30), absl::Hours(1)};
+
 // Limits
 inline constexpr IntRange kLimitsMaxKeyBytes{
     "Limits", "max_key_bytes",
@@ -154,6 +165,9 @@ inline constexpr AnyFieldRange kAll[] = {
     &kBreakerCloseAfterSuccesses,
     &kBreakerProbeTimeout,
     &kDeferralSpread,
+    &kDisableAfterUnavailable,
+    &kDisablePermanentFailures,
+    &kDisableWindow,
     &kLimitsMaxKeyBytes,
     &kLimitsMaxEndpoints,
     &kLimitsIdleEviction,

@@ -31,6 +31,7 @@ const char* ReasonName(Reason r) {
     case Reason::kLastChance: return "LAST_CHANCE";
     case Reason::kPaused: return "PAUSED";
     case Reason::kReleased: return "RELEASED";
+    case Reason::kEndpointDisabled: return "ENDPOINT_DISABLED";
   }
   return "REASON_UNSPECIFIED";
 }
@@ -53,6 +54,16 @@ const char* OpenCauseName(OpenCause c) {
     case OpenCause::kOperator: return "OPERATOR";
   }
   return "OPEN_CAUSE_UNSPECIFIED";
+}
+
+const char* DisableTriggerName(DisableTrigger t) {
+  switch (t) {
+    case DisableTrigger::kNone: return "DISABLE_TRIGGER_UNSPECIFIED";
+    case DisableTrigger::kOperator: return "OPERATOR";
+    case DisableTrigger::kUnavailable: return "UNAVAILABLE";
+    case DisableTrigger::kPermanentFailures: return "PERMANENT_FAILURES";
+  }
+  return "DISABLE_TRIGGER_UNSPECIFIED";
 }
 
 const char* OutcomeName(Outcome o) {

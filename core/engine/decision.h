@@ -54,8 +54,12 @@ enum class Reason : uint8_t {
   // PROCEED: a waiting Admit let go before its wait ran out (the endpoint
   // showed it recovered and its learned pace had room).
   kReleased = 17,
+  // GIVE_UP: the endpoint is disabled (by an operator, stagger.v1.Admin/
+  // Disable, or by its policy's disable trigger): nothing is sent to it
+  // until it is enabled again.
+  kEndpointDisabled = 18,
 };
-inline constexpr int kMaxReason = 17;
+inline constexpr int kMaxReason = 18;
 
 enum class BreakerState : uint8_t { kClosed = 1, kOpen = 2, kHalfOpen = 3 };
 inline constexpr int kNumBreakerStates = 3;
@@ -74,6 +78,19 @@ enum class OpenCause : uint8_t {
   kOperator = 4,             // stagger.v1.Admin/ForceBreaker
 };
 const char* OpenCauseName(OpenCause c);  // "CONSECUTIVE_FAILURES", ...
+
+// What disabled an endpoint (disable_table.h; a watcher's ConditionChange
+// says it).
+enum class DisableTrigger : uint8_t {
+  kNone = 0,
+  kOperator = 1,           // stagger.v1.Admin/Disable
+  kUnavailable = 2,        // policy disable.after_unavailable: the breaker
+                           // stayed away from CLOSED that long
+  kPermanentFailures = 3,  // policy disable.permanent_failures within
+                           // disable.window
+};
+inline constexpr int kMaxDisableTrigger = 3;
+const char* DisableTriggerName(DisableTrigger t);  // "OPERATOR", ...
 
 struct BreakerTransition {
   BreakerState from;

@@ -63,6 +63,7 @@ Decision Begin(const DecisionContext& c, int attempt) {
 
 Answer AdmitGates(DecisionContext& c, int attempt, Decision* d) {
   const bool retry = attempt > 1;
+  if (GateAnswer a = Disabled(c)) return *a;
   if (GateAnswer a = Paused(c)) return *a;
   if (GateAnswer a = AttemptLimit(c, attempt)) return *a;
   if (GateAnswer a = DeadlinePassed(c)) return *a;
@@ -190,7 +191,9 @@ WaitOutcome DecideWaiting(DecisionContext& c, const AdmitInput& in,
 Decision DecideReport(DecisionContext& c, const ReportInput& in) {
   Decision d = Begin(c, in.attempt);
   if (in.outcome != Outcome::kSuccess) {
-    if (GateAnswer a = Paused(c)) {
+    GateAnswer a = Disabled(c);
+    if (!a) a = Paused(c);
+    if (a) {
       d.attempt = in.attempt + 1;
       Apply(*a, &d);
       return d;
@@ -227,6 +230,11 @@ void ApplyForcedBreaker(DecisionContext& c,
 }
 
 // ---- The gates --------------------------------------------------------
+
+GateAnswer Disabled(const DecisionContext& c) {
+  if (!c.st.disabled) return std::nullopt;
+  return Answer::GiveUp(Reason::kEndpointDisabled);
+}
 
 GateAnswer Paused(DecisionContext& c) {
   if (c.paused_until <= c.now) return std::nullopt;

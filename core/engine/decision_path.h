@@ -4,12 +4,12 @@
 // (a verdict with its reason and timing) or passes (std::nullopt), in the
 // style of Envoy's shouldRetry(). The gates run top to bottom; the first
 // answer wins:
-//   Admit:  Paused, AttemptLimit, DeadlinePassed, (refresh the breaker), BreakerOpen,
+//   Admit:  Disabled, Paused, AttemptLimit, DeadlinePassed, (refresh the breaker), BreakerOpen,
 //           for a retry RetryAfterWindow and BudgetEmpty, HalfOpenBusy,
 //           HalfOpenProbe, ReleasePace, else proceed (a first attempt with
 //           its initial jitter).
-//   Report: a failure or not retryable first meets Paused (nothing
-//           learnt, nothing changed); (refresh the breaker) success / not
+//   Report: a failure or not retryable first meets Disabled, then Paused
+//           (nothing learnt, nothing changed); (refresh the breaker) success / not
 //           retryable: the endpoint answered, done. A failure: LearnFromFailure, then
 //           AttemptLimit, BreakerOpen, HalfOpenBusy, Overload, BudgetEmpty,
 //           RetryDelay (policy delay, Retry-After, fitted before the
@@ -125,6 +125,11 @@ absl::Time LastEvidence(const EndpointState& st, absl::Time now);
 
 // The gates. `attempt` is the attempt the decision is about (Admit: the
 // request's; failure report: the next one).
+// The endpoint is disabled (EndpointState::disabled): GIVE_UP(
+// ENDPOINT_DISABLED), nothing sent, its state not touched. Before the
+// pause: a disabled endpoint's deliveries are not to be made at all, and
+// holding them for a pause would only delay their dead-lettering.
+GateAnswer Disabled(const DecisionContext& c);
 // An operator's pause covers the endpoint: DEFER(PAUSED) until it ends,
 // spread over deferral.spread after it; the endpoint's state is not touched.
 GateAnswer Paused(DecisionContext& c);

@@ -7,6 +7,7 @@ namespace {
 constexpr uint8_t kRetryAfterBit = 1 << 2;
 constexpr uint8_t kReleasingBit = 1 << 3;
 constexpr uint8_t kNearTripBit = 1 << 4;
+constexpr uint8_t kDisabledBit = 1 << 5;
 
 }  // namespace
 
@@ -15,6 +16,7 @@ uint8_t EndpointCondition::Pack() const {
   if (retry_after) b |= kRetryAfterBit;
   if (releasing) b |= kReleasingBit;
   if (near_trip) b |= kNearTripBit;
+  if (disabled) b |= kDisabledBit;
   return b;
 }
 
@@ -26,6 +28,7 @@ EndpointCondition EndpointCondition::Unpack(uint8_t b) {
   c.retry_after = (b & kRetryAfterBit) != 0;
   c.releasing = (b & kReleasingBit) != 0;
   c.near_trip = (b & kNearTripBit) != 0;
+  c.disabled = (b & kDisabledBit) != 0;
   return c;
 }
 
@@ -37,11 +40,12 @@ EndpointCondition ConditionOf(EndpointState& st, const PolicyParams& p,
   c.releasing = st.release != nullptr && st.release->pacer.Releasing(now);
   c.near_trip = c.breaker == BreakerState::kClosed && p.breaker.enabled &&
                 st.breaker.TripShare(p.breaker, now) >= kNearTripShare;
+  c.disabled = st.disabled;
   return c;
 }
 
 void ReportCondition(EndpointState& st, const PolicyParams& p, absl::Time now,
-                     ConditionSink* sink) {
+                     ConditionSink* sink, ConditionNotes notes) {
   if (sink == nullptr) return;
   const EndpointCondition to = ConditionOf(st, p, now);
   const uint8_t packed = to.Pack();
@@ -58,7 +62,13 @@ void ReportCondition(EndpointState& st, const PolicyParams& p, absl::Time now,
   if (to.retry_after) {
     c.retry_after_until = absl::FromUnixNanos(st.retry_after_until_ns);
   }
-  if (to.releasing) c.release_pace = st.release->capacity.Pace(p.deferral);
+  if (st.release != nullptr) {
+    c.release_pace = st.release->capacity.Pace(p.deferral);
+  }
+  if (to.disabled != c.from.disabled) {
+    c.disabled = to.disabled ? notes.disabled : nullptr;
+    c.enabled = to.disabled ? nullptr : notes.enabled;
+  }
   st.reported_condition = packed;
   sink->OnConditionChange(c);
 }
@@ -70,6 +80,7 @@ void ReportForgotten(const EndpointState& st, absl::Time now,
   c.endpoint = st.key();
   c.at = now;
   c.from = EndpointCondition::Unpack(st.reported_condition);
+  c.to.disabled = c.from.disabled;  // a disable outlives the state
   c.forgotten = true;
   sink->OnConditionChange(c);
 }

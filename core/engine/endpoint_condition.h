@@ -5,7 +5,8 @@
 //   * whether parked deliveries are being released at the learned pace;
 //   * whether it is failing toward a trip (near_trip: CLOSED, and its
 //     failures at or above kNearTripShare of a trip threshold:
-//     CircuitBreaker::TripShare).
+//     CircuitBreaker::TripShare);
+//   * whether it is disabled (EndpointState::disabled; disable_table.h).
 // An endpoint is clear when none of these holds (pauses are not endpoint
 // state: the pause table says those).
 //
@@ -31,6 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/engine/decision.h"
+#include "core/engine/disable_table.h"
 #include "core/engine/endpoint_state.h"
 #include "core/engine/engine_config.h"
 
@@ -45,16 +47,17 @@ struct EndpointCondition {
   bool retry_after = false;
   bool releasing = false;
   bool near_trip = false;
+  bool disabled = false;
 
   bool clear() const {
     return breaker == BreakerState::kClosed && !retry_after && !releasing &&
-           !near_trip;
+           !near_trip && !disabled;
   }
   bool operator==(const EndpointCondition& o) const {
     return Pack() == o.Pack();
   }
   bool operator!=(const EndpointCondition& o) const { return !(*this == o); }
-  // One byte (EndpointState::reported_condition); 0 is the clear one.
+  // Six bits (EndpointState::reported_condition); 0 is the clear one.
   uint8_t Pack() const;
   static EndpointCondition Unpack(uint8_t b);
 };
@@ -77,8 +80,21 @@ struct ConditionChange {
   absl::Time open_until = absl::InfinitePast();
   // to.retry_after: the window's end.
   absl::Time retry_after_until = absl::InfinitePast();
-  // to.releasing: the learned pace, deliveries per second.
+  // The learned pace, deliveries per second, whenever the endpoint has one
+  // (a release starting or finishing says the pace it ran at); else 0.
   double release_pace = 0;
+  // to.disabled and not from.disabled: the disable (trigger, since, who,
+  // why). from.disabled and not to.disabled: `enabled` says who ended it.
+  // Null otherwise, and when the caller had none to give.
+  const Disable* disabled = nullptr;
+  const Enable* enabled = nullptr;
+};
+
+// What the caller of ReportCondition knows of a disable or an enable it
+// just made (ConditionChange::disabled / enabled).
+struct ConditionNotes {
+  const Disable* disabled = nullptr;
+  const Enable* enabled = nullptr;
 };
 
 class ConditionSink {
@@ -94,7 +110,7 @@ class ConditionSink {
 // Reports `st`'s condition to `sink` if it changed since it was last
 // reported (and records it as reported). `sink` may be null: nothing.
 void ReportCondition(EndpointState& st, const PolicyParams& p, absl::Time now,
-                     ConditionSink* sink);
+                     ConditionSink* sink, ConditionNotes notes = {});
 // Reports that `st` is being forgotten, if its last reported condition was
 // not clear.
 void ReportForgotten(const EndpointState& st, absl::Time now,

@@ -83,6 +83,9 @@ struct EndpointRecord {
   bool has_release = false;  // the gate has closed: capacity and pacer hold
   CapacityRecord capacity;
   PacerRecord pacer;
+  // The breaker away from CLOSED since (Unix ns; 0: CLOSED): the
+  // disable.after_unavailable trigger's clock (has_release only).
+  int64_t unavailable_since_ns = 0;
 };
 
 // What an import of records did with them (Engine::ImportState).

@@ -28,6 +28,11 @@ namespace stagger::engine {
 struct EndpointRelease {
   CapacityEstimator capacity;
   ReleasePacer pacer;
+  // Since when the breaker has been away from CLOSED (0: it is CLOSED);
+  // what the policy's disable.after_unavailable trigger measures
+  // (endpoint_lifecycle.h). Here, not in every endpoint: an endpoint's
+  // release side exists whenever its breaker is not CLOSED.
+  int64_t unavailable_since_ns = 0;
 };
 
 // With a 51-byte key one state is one 224-byte malloc chunk, plus 9 bytes
@@ -51,10 +56,17 @@ struct EndpointState {
   RetryBudget budget;
   ServedRate served;
   // The condition last reported to the engine's ConditionSink
-  // (endpoint_condition.h: EndpointCondition::Pack; 0 is clear).
-  uint8_t reported_condition = 0;
+  // (endpoint_condition.h: EndpointCondition::Pack, 6 bits; 0 is clear).
+  uint8_t reported_condition : 6;
+  // Disabled (disable_table.h holds since when, why, by whom): every
+  // Admit is GIVE_UP(ENDPOINT_DISABLED); never evicted while set.
+  uint8_t disabled : 1;
+  // The engine's DisableTable may hold permanent failures counted for it
+  // (the disable.permanent_failures trigger): a success forgets them.
+  uint8_t counting_strikes : 1;
   char key_head[3] = {};  // the key's first bytes; the rest follow
 
+  EndpointState() : reported_condition(0), disabled(0), counting_strikes(0) {}
   absl::string_view key() const { return {key_head, key_size}; }
 
   // A tracked endpoint's state, holding a copy of `key` (<= 65535 bytes).

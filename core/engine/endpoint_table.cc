@@ -84,7 +84,7 @@ int64_t EndpointTable::SweepShardLocked(Shard& s, absl::Time now) {
   int64_t evicted = 0;
   for (auto it = s.map.begin(); it != s.map.end();) {
     EndpointState* st = *it;
-    if (st->last_seen_ns < cutoff) {
+    if (st->last_seen_ns < cutoff && !st->disabled) {
       by_state_[static_cast<int>(st->breaker.state())].fetch_sub(
           1, std::memory_order_relaxed);
       ReportForgotten(*st, now, condition_sink_);
@@ -111,6 +111,20 @@ bool EndpointTable::Erase(absl::string_view key, absl::Time now) {
       1, std::memory_order_relaxed);
   ReportForgotten(*st, now, condition_sink_);
   shard.map.erase(it);
+  if (st->disabled) {  // the disable outlives the state
+    EndpointState* fresh = EndpointState::New(key);
+    fresh->disabled = 1;
+    EndpointCondition reported;
+    reported.disabled = true;
+    fresh->reported_condition = reported.Pack();
+    fresh->last_seen_ns = absl::ToUnixNanos(now);
+    shard.config->Bind(*fresh, key);
+    shard.map.insert(fresh);
+    by_state_[static_cast<int>(BreakerState::kClosed)].fetch_add(
+        1, std::memory_order_relaxed);
+    EndpointState::Delete(st);
+    return true;
+  }
   EndpointState::Delete(st);
   tracked_.fetch_sub(1, std::memory_order_relaxed);
   return true;

@@ -8,7 +8,8 @@
 //    endpoints (at most once per second per shard); if the table is still
 //    full it is decided from a fresh scratch state that is not stored
 //    ("untracked").
-//  - EvictIdle() drops endpoints idle longer than limits.idle_eviction;
+//  - EvictIdle() drops endpoints idle longer than limits.idle_eviction
+//    (never a disabled one: EndpointState::disabled);
 //    Erase() drops one on an operator's request (Admin/ResetEndpoint).
 //  - Counters (tracked, evicted, endpoints per breaker state) are atomics,
 //    read without locks (Stats()); decisions report breaker transitions of
@@ -79,7 +80,9 @@ class EndpointTable {
   bool WithTrackedMutable(absl::string_view key, Fn fn);
 
   // Forgets `key`'s state, as eviction does (not counted as evicted);
-  // false if it is not tracked.
+  // false if it is not tracked. A disabled endpoint stays tracked: a fresh
+  // state that keeps only the disable takes its place, under the same lock
+  // (so no decision sees it enabled).
   bool Erase(absl::string_view key, absl::Time now);
 
   // Told (ReportForgotten) about every state Erase or eviction drops whose

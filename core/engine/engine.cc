@@ -9,6 +9,7 @@
 #include "core/engine/compiled_config.h"
 #include "core/engine/decision_path.h"
 #include "core/engine/endpoint_key.h"
+#include "core/engine/endpoint_lifecycle.h"
 #include "core/engine/endpoint_table.h"
 #include "core/engine/state_transfer.h"
 
@@ -131,8 +132,12 @@ auto Engine::DecideOn(const Input& in, bool after_failure, DecideFn decide) {
                           paused_until,
                           token_salt_,
                           probe_hold_ ? &probe_hold_ : nullptr};
+        if (!untracked) CheckUnavailable(st, p, now);
         auto decided = decide(c, in);
-        if (!untracked) ReportCondition(st, p, now, condition_sink_);
+        if (!untracked) {
+          TrackUnavailable(st, now);
+          ReportCondition(st, p, now, condition_sink_);
+        }
         return decided;
       });
 }
@@ -159,9 +164,113 @@ absl::StatusOr<WaitOutcome> Engine::AdmitWaiting(const AdmitInput& in,
 absl::StatusOr<Decision> Engine::Report(const ReportInput& in) {
   if (absl::Status s = ValidateReport(in); !s.ok()) return s;
   return DecideOn(in, /*after_failure=*/true,
-                  [](DecisionContext& c, const ReportInput& r) {
-                    return DecideReport(c, r);
+                  [this](DecisionContext& c, const ReportInput& r) {
+                    Decision d = DecideReport(c, r);
+                    if (c.table == nullptr) return d;  // untracked
+                    if (r.outcome == Outcome::kSuccess) {
+                      ForgetPermanentFailures(c.st, disables_);
+                    } else if (d.reason == Reason::kNotRetryable) {
+                      // The endpoint answered it (not paused, disabled).
+                      if (std::optional<engine::Disable> off =
+                              CountPermanentFailure(c.st, c.p, c.now,
+                                                    disables_)) {
+                        DisableLocked(c.st, c.p, c.now, *std::move(off))
+                            .IgnoreError();  // full: not disabled
+                      }
+                    }
+                    return d;
                   });
+}
+
+absl::Status Engine::DisableLocked(EndpointState& st, const PolicyParams& p,
+                                   absl::Time now, engine::Disable d) {
+  const DisableTrigger trigger = d.trigger;
+  const engine::Disable note = d;
+  if (absl::Status s = disables_.Put(std::move(d)); !s.ok()) return s;
+  const bool was = st.disabled;
+  st.disabled = 1;
+  ReportCondition(st, p, now, condition_sink_, {&note, nullptr});
+  if (!was) {
+    disables_total_[static_cast<int>(trigger)].fetch_add(
+        1, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+void Engine::CheckUnavailable(EndpointState& st, const PolicyParams& p,
+                              absl::Time now) {
+  TrackUnavailable(st, now);
+  if (std::optional<engine::Disable> off = UnavailableTrigger(st, p, now)) {
+    DisableLocked(st, p, now, *std::move(off)).IgnoreError();
+  }
+}
+
+absl::Status Engine::Disable(absl::string_view endpoint, engine::Disable d) {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  const absl::Time now = clock_->Now();
+  d.endpoint = std::string(endpoint);
+  d.trigger = DisableTrigger::kOperator;
+  d.since = now;
+  return table_->WithState(
+      endpoint, now,
+      [&](EndpointState& st, const PolicyParams& p, bool untracked) {
+        if (untracked) {
+          return absl::ResourceExhaustedError(
+              "endpoint: cannot be tracked (limits.max_endpoints reached, "
+              "none idle): a disabled endpoint must be");
+        }
+        return DisableLocked(st, p, now, std::move(d));
+      });
+}
+
+absl::Status Engine::RestoreDisable(engine::Disable d) {
+  if (absl::Status s = ValidateEndpointKey(
+          d.endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  const absl::Time now = clock_->Now();
+  const std::string key = d.endpoint;
+  return table_->WithState(
+      key, now, [&](EndpointState& st, const PolicyParams& p, bool untracked) {
+        if (untracked) {
+          return absl::ResourceExhaustedError(
+              "endpoint: cannot be tracked (limits.max_endpoints)");
+        }
+        const engine::Disable note = d;
+        if (absl::Status s = disables_.Put(std::move(d)); !s.ok()) return s;
+        st.disabled = 1;
+        ReportCondition(st, p, now, condition_sink_, {&note, nullptr});
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<engine::Disable> Engine::Enable(absl::string_view endpoint,
+                                               const engine::Enable& e) {
+  if (absl::Status s = ValidateEndpointKey(
+          endpoint, max_key_bytes_.load(std::memory_order_relaxed));
+      !s.ok()) {
+    return s;
+  }
+  const absl::Time now = clock_->Now();
+  std::optional<engine::Disable> ended;
+  table_->WithTrackedMutable(
+      endpoint, [&](EndpointState& st, const PolicyParams& p) {
+        ended = disables_.Remove(endpoint);
+        if (!ended.has_value()) return;
+        st.disabled = 0;
+        RestartTriggers(st, now, disables_);
+        ReportCondition(st, p, now, condition_sink_, {nullptr, &e});
+      });
+  if (!ended.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("endpoint: not disabled: \"", endpoint, "\""));
+  }
+  return *std::move(ended);
 }
 
 absl::StatusOr<EndpointSnapshot> Engine::Inspect(
@@ -174,7 +283,10 @@ absl::StatusOr<EndpointSnapshot> Engine::Inspect(
   const absl::Time now = clock_->Now();
   absl::StatusOr<EndpointSnapshot> snap =
       InspectEndpoint(*table_, endpoint, now);
-  if (snap.ok()) snap->pause = pauses_.Find(endpoint, now);
+  if (snap.ok()) {
+    snap->pause = pauses_.Find(endpoint, now);
+    snap->disable = disables_.Find(endpoint);
+  }
   return snap;
 }
 
@@ -184,6 +296,7 @@ ListPage Engine::List(absl::string_view after, int page_size,
   ListPage page = ListEndpoints(*table_, after, page_size, state, now);
   for (EndpointSnapshot& snap : page.endpoints) {
     snap.pause = pauses_.Find(snap.endpoint, now);
+    snap.disable = disables_.Find(snap.endpoint);
   }
   return page;
 }
@@ -201,8 +314,17 @@ ListPage Engine::ListNotClear(absl::string_view after,
       now);
   for (EndpointSnapshot& snap : page.endpoints) {
     snap.pause = pauses_.Find(snap.endpoint, now);
+    snap.disable = disables_.Find(snap.endpoint);
   }
   return page;
+}
+
+bool Engine::Track(absl::string_view endpoint) {
+  return table_->WithState(
+      endpoint, clock_->Now(),
+      [](EndpointState&, const PolicyParams&, bool untracked) {
+        return !untracked;
+      });
 }
 
 absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
@@ -212,6 +334,7 @@ absl::Status Engine::ResetEndpoint(absl::string_view endpoint) {
     return s;
   }
   if (!table_->Erase(endpoint, clock_->Now())) return NotTracked(endpoint);
+  disables_.ForgetStrikes(endpoint);
   return absl::OkStatus();
 }
 
@@ -237,6 +360,7 @@ absl::StatusOr<EndpointSnapshot> Engine::ForceBreaker(
         ApplyForcedBreaker(c, to == BreakerState::kOpen
                                   ? st.breaker.ForceOpen(now + open_for)
                                   : st.breaker.ForceClosed());
+        TrackUnavailable(st, now);
         ReportCondition(st, p, now, condition_sink_);
       });
   if (!tracked) return NotTracked(endpoint);
@@ -268,6 +392,10 @@ void Engine::ApplyLateCounts(absl::string_view endpoint,
       [&](EndpointState& st, const PolicyParams& p, bool untracked) {
         for (const LateCounts& b : buckets) {
           engine::ApplyLateCounts(st, p, now, b);
+          // A success between permanent failures ends their run.
+          if (b.successes > 0 && !untracked) {
+            ForgetPermanentFailures(st, disables_);
+          }
         }
         if (!untracked) ReportCondition(st, p, now, condition_sink_);
       });
@@ -282,6 +410,7 @@ void Engine::RefreshCondition(absl::string_view endpoint) {
   const absl::Time now = clock_->Now();
   table_->WithTrackedMutable(
       endpoint, [&](EndpointState& st, const PolicyParams& p) {
+        CheckUnavailable(st, p, now);
         ReportCondition(st, p, now, condition_sink_);
       });
 }
@@ -297,7 +426,14 @@ void Engine::ReturnProbe(absl::string_view endpoint, uint64_t admission) {
 
 int64_t Engine::EvictIdle() { return table_->EvictIdle(clock_->Now()); }
 
-EngineStats Engine::Stats() const { return table_->Stats(); }
+EngineStats Engine::Stats() const {
+  EngineStats stats = table_->Stats();
+  stats.disabled = disables_.size();
+  for (size_t i = 0; i < disables_total_.size(); ++i) {
+    stats.disables_total[i] = disables_total_[i].load(std::memory_order_relaxed);
+  }
+  return stats;
+}
 
 void Engine::ExportState(
     absl::FunctionRef<void(absl::Span<const EndpointRecord>)> sink) const {

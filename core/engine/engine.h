@@ -2,7 +2,8 @@
 //
 // Admit() answers "may I send attempt n now?"; Report() records an attempt's
 // outcome and, for a failure, answers for attempt n+1. The decision order for
-// a failure report (docs/API.md, "The decision order") is: validate -> an
+// a failure report (docs/API.md, "The decision order") is: validate -> a
+// disabled endpoint (GIVE_UP(ENDPOINT_DISABLED), nothing changes) -> an
 // operator's pause (DEFER(PAUSED), nothing changes) -> not
 // retryable -> remember Retry-After, feed the breaker (or, for overload, the
 // learned pace) -> attempt limit -> breaker -> overload (wait for a slot) ->
@@ -39,6 +40,7 @@
 #ifndef STAGGER_CORE_ENGINE_ENGINE_H_
 #define STAGGER_CORE_ENGINE_ENGINE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -55,6 +57,7 @@
 #include "absl/types/span.h"
 #include "core/engine/clock.h"
 #include "core/engine/decision.h"
+#include "core/engine/disable_table.h"
 #include "core/engine/endpoint_record.h"
 #include "core/engine/endpoint_condition.h"
 #include "core/engine/engine_config.h"
@@ -143,6 +146,9 @@ class Engine {
   // ResetEndpoint keep them.
   PauseTable& pauses() { return pauses_; }
   const PauseTable& pauses() const { return pauses_; }
+  // Tracks `endpoint` (a valid key) if it is not, as a decision would, and
+  // changes nothing else. False if the table is full (it stays untracked).
+  bool Track(absl::string_view endpoint);
   // Forgets the endpoint's state, as eviction does. NotFound if untracked.
   absl::Status ResetEndpoint(absl::string_view endpoint);
   // Forces its breaker OPEN for `open_for` (> 0) or CLOSED (CircuitBreaker::
@@ -150,6 +156,25 @@ class Engine {
   absl::StatusOr<EndpointSnapshot> ForceBreaker(absl::string_view endpoint,
                                                 BreakerState to,
                                                 absl::Duration open_for);
+  // Disabled endpoints (docs/API.md, "Disabled endpoints"): every Admit
+  // and every report but SUCCESS is answered GIVE_UP(ENDPOINT_DISABLED),
+  // nothing learnt, until Enable. A disabled endpoint stays tracked (never
+  // evicted; ResetEndpoint keeps the disable) and is not clear (its
+  // condition's `disabled`). Disable: an operator's, `d`'s reason, by and
+  // operation_id kept (since = now); InvalidArgument for a bad key,
+  // ResourceExhausted when DisableTable::kMaxDisabled are disabled or the
+  // endpoint cannot be tracked (limits.max_endpoints). Disabling a disabled
+  // endpoint replaces its disable. Enable: NotFound if it is not disabled;
+  // both triggers then count from now. The policy's triggers
+  // (endpoint_lifecycle.h) disable by themselves.
+  absl::Status Disable(absl::string_view endpoint, engine::Disable d);
+  absl::StatusOr<engine::Disable> Enable(absl::string_view endpoint,
+                                         const engine::Enable& e);
+  // A disable a state file kept, as it was (trigger, since). Call after
+  // ImportState: a record imported later finds the endpoint tracked.
+  absl::Status RestoreDisable(engine::Disable d);
+  const DisableTable& disables() const { return disables_; }
+
   // Leases (core/lease/, lease_terms.h). Whether `endpoint` (a valid key)
   // is clear for a lease now, and on what terms; an untracked endpoint is
   // clear on its policy's terms.
@@ -192,6 +217,13 @@ class Engine {
   // returns what it returns. `in` is validated.
   template <typename Input, typename DecideFn>
   auto DecideOn(const Input& in, bool after_failure, DecideFn decide);
+  // Disables the tracked `st` with `d` (table, bit, feed, count).
+  absl::Status DisableLocked(EndpointState& st, const PolicyParams& p,
+                             absl::Time now, engine::Disable d);
+  // The policy's after_unavailable trigger, before a decision or at a
+  // refresh.
+  void CheckUnavailable(EndpointState& st, const PolicyParams& p,
+                        absl::Time now);
 
   const Clock* clock_;
   RandomSource* random_;
@@ -200,6 +232,8 @@ class Engine {
   ProbeHold probe_hold_;
   ConditionSink* condition_sink_ = nullptr;
   PauseTable pauses_;
+  DisableTable disables_;
+  std::array<std::atomic<int64_t>, kMaxDisableTrigger + 1> disables_total_{};
   // Serialises SetConfig: two reloads interleaving their walks over the
   // shards would leave some shards on one configuration for good.
   absl::Mutex set_config_mu_;

@@ -236,6 +236,12 @@ void ValidateDeferral(const DeferralParams& d, ValidationErrors* e) {
   }
 }
 
+void ValidateDisable(const DisableParams& d, ValidationErrors* e) {
+  Check(e, ranges::kDisableAfterUnavailable, d.after_unavailable);
+  Check<int64_t>(e, ranges::kDisablePermanentFailures, d.permanent_failures);
+  Check(e, ranges::kDisableWindow, d.window);
+}
+
 void ValidatePolicy(const PolicyParams& p, ValidationErrors* e) {
   {
     Scoped field(e, "backoff");
@@ -249,8 +255,12 @@ void ValidatePolicy(const PolicyParams& p, ValidationErrors* e) {
     Scoped field(e, "breaker");
     ValidateBreaker(p.breaker, e);
   }
-  Scoped field(e, "deferral");
-  ValidateDeferral(p.deferral, e);
+  {
+    Scoped field(e, "deferral");
+    ValidateDeferral(p.deferral, e);
+  }
+  Scoped field(e, "disable");
+  ValidateDisable(p.disable, e);
 }
 
 // The pattern is reported under the name of the proto oneof member that

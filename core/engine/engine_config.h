@@ -74,11 +74,26 @@ struct DeferralParams {
   double release_rate_per_second = 0;   // 0 or 1..1e6
 };
 
+// When the engine disables an endpoint by itself (every Admit is then
+// GIVE_UP(ENDPOINT_DISABLED) until an operator enables it; docs/API.md,
+// "Disabled endpoints"). Each trigger is off at 0, the default.
+struct DisableParams {
+  // The breaker has stayed away from CLOSED (OPEN or HALF_OPEN, no probe
+  // closed it) this long.
+  absl::Duration after_unavailable =
+      ranges::kDisableAfterUnavailable.default_value;
+  // This many PERMANENT_FAILURE reports (4xx but 408 and 429, e.g. 410
+  // Gone), the last within `window` of the first, no success between.
+  int permanent_failures = ranges::kDisablePermanentFailures.default_value;
+  absl::Duration window = ranges::kDisableWindow.default_value;
+};
+
 struct PolicyParams {
   BackoffParams backoff;
   BudgetParams budget;
   BreakerParams breaker;
   DeferralParams deferral;
+  DisableParams disable;
 };
 
 struct Limits {

@@ -124,7 +124,7 @@ ListPage ListMatching(const EndpointTable& table, absl::string_view after,
 
 bool NotClearAt(const EndpointState& st, absl::Time now) {
   // OPEN past its time reads HALF_OPEN: not CLOSED either way, no clock.
-  if (st.breaker.state() != BreakerState::kClosed) return true;
+  if (st.breaker.state() != BreakerState::kClosed || st.disabled) return true;
   if (st.retry_after_until_ns > absl::ToUnixNanos(now)) return true;
   return st.release != nullptr && st.release->pacer.Releasing(now);
 }

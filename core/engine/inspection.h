@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "core/engine/capacity_estimator.h"
 #include "core/engine/decision.h"
+#include "core/engine/disable_table.h"
 #include "core/engine/pause_table.h"
 
 namespace stagger::engine {
@@ -59,6 +60,8 @@ struct EndpointSnapshot {
   // The operator's pause covering it now (its own, or a prefix's), if any;
   // filled by the engine (pause_table.h), not by SnapshotOf.
   std::optional<Pause> pause;
+  // The disable in force (disable_table.h), if any; filled by the engine.
+  std::optional<Disable> disable;
 };
 
 struct ListPage {
@@ -76,6 +79,10 @@ struct EngineStats {
   int64_t tracked = 0;
   int64_t evicted_total = 0;
   std::array<int64_t, kNumBreakerStates + 1> by_breaker_state{};  // [state]
+  // Endpoints disabled now, and disables since start by trigger
+  // ([DisableTrigger]; restored ones are not counted).
+  int64_t disabled = 0;
+  std::array<int64_t, kMaxDisableTrigger + 1> disables_total{};
 };
 
 // `st` (tracked under `key`) as seen at `now` under `cfg`.
@@ -103,8 +110,8 @@ ListPage ListMatching(const EndpointTable& table, absl::string_view after,
                       absl::Time now);
 
 // An endpoint that is not clear at `now`, as far as its own state says: its
-// breaker is not CLOSED, a Retry-After window runs, or a release of parked
-// deliveries is in progress. (Pauses are the pause table's: the engine's
+// breaker is not CLOSED, it is disabled, a Retry-After window runs, or a
+// release of parked deliveries is in progress. (Pauses are the pause table's: the engine's
 // ListNotClear adds them.)
 bool NotClearAt(const EndpointState& st, absl::Time now);
 

@@ -33,7 +33,15 @@ void ApplyLateCounts(EndpointState& st, const PolicyParams& p, absl::Time now,
         : counts.last_success == absl::InfinitePast()
             ? at
             : std::max(counts.last_success, at);
-    st.breaker.CountLateAnswers(p.breaker, now, at, last, counts.successes);
+    // Successes after the last failure end its run, and with it the
+    // fleet's decorrelated backoff grown from those failures (a success
+    // reported then would reset it too: decision_path.cc). Else an
+    // endpoint whose successes are all answered by agents would see its
+    // retries' backoff climb to the cap on sparse failures.
+    if (st.breaker.CountLateAnswers(p.breaker, now, at, last,
+                                    counts.successes)) {
+      st.previous_delay_ns = 0;
+    }
     // Not last_success: counts are never evidence of recovery on their
     // own (a waiting call goes on a reported success, decision_path.h).
     st.served.OnSuccesses(at, counts.successes);

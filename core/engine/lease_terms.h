@@ -11,7 +11,8 @@
 // budget in their slot of its window. Successes count in the breaker's
 // window (CLOSED only: in other states they are traffic, never probes) and
 // in the served rate. Successes end a run of failures only if they came
-// after its last failure. Counts are never evidence of recovery for a
+// after its last failure, and then reset the decorrelated backoff state as
+// a reported success does. Counts are never evidence of recovery for a
 // waiting call. Counts older than a window are outside it already.
 // Runs under the endpoint's shard lock (Engine calls these).
 #ifndef STAGGER_CORE_ENGINE_LEASE_TERMS_H_

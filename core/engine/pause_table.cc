@@ -43,9 +43,10 @@ absl::Status CheckDuration(absl::Duration duration) {
 absl::StatusOr<Pause> PauseTable::Set(std::string target, bool prefix,
                                       absl::Duration duration,
                                       std::string reason,
-                                      std::string paused_by, absl::Time now) {
-  Pause p{std::move(target), prefix, now, now + duration, std::move(reason),
-          std::move(paused_by)};
+                                      std::string paused_by, absl::Time now,
+                                      std::string id) {
+  Pause p{std::move(target),    prefix, now, now + duration, std::move(reason),
+          std::move(paused_by), std::move(id), ""};
   if (absl::Status s = CheckTargetAndReason(p); !s.ok()) return s;
   if (absl::Status s = CheckDuration(duration); !s.ok()) return s;
   if (absl::Status s = Insert(p, now); !s.ok()) return s;
@@ -81,8 +82,9 @@ absl::Status PauseTable::Insert(Pause p, absl::Time now) {
 }
 
 absl::StatusOr<Pause> PauseTable::Remove(absl::string_view target, bool prefix,
-                                         absl::Time now) {
+                                         absl::Time now, std::string by) {
   absl::StatusOr<Pause> removed = RemoveLocked(target, prefix, now);
+  if (removed.ok()) removed->ended_by = std::move(by);
   if (removed.ok() && listener_) listener_(*removed, /*removed=*/true);
   return removed;
 }

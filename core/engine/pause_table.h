@@ -47,6 +47,12 @@ struct Pause {
   absl::Time until = absl::InfinitePast();
   std::string reason;
   std::string paused_by;  // caller identity
+  // Names the pause to watchers (stagger.v1.Pause.pause_id): the Admin
+  // request's operation id, the same on every replica an operator's
+  // command reached. Empty: none given.
+  std::string id;
+  // Remove(): who ended it (its `by`); empty otherwise.
+  std::string ended_by;
 };
 
 class PauseTable {
@@ -59,15 +65,16 @@ class PauseTable {
   // The pause as stored (since = now, until = now + duration).
   absl::StatusOr<Pause> Set(std::string target, bool prefix,
                             absl::Duration duration, std::string reason,
-                            std::string paused_by, absl::Time now);
+                            std::string paused_by, absl::Time now,
+                            std::string id = "");
   // A pause as saved by another process (server/state/): its own `since`
   // and `until`. Refused as Set() refuses (target, reason, a span over
   // kMaxPauseDuration, kMaxPauses); FailedPrecondition if it has ended by
   // `now` (then it is not kept).
   absl::Status Restore(Pause pause, absl::Time now);
-  // The pause that was ended.
+  // The pause that was ended (its ended_by = `by`, the caller).
   absl::StatusOr<Pause> Remove(absl::string_view target, bool prefix,
-                               absl::Time now);
+                               absl::Time now, std::string by = "");
 
   // Told of every pause stored (Set, Restore) and removed (Remove), after
   // the table changed and outside its lock. A pause that runs out is not

@@ -20,6 +20,7 @@ EndpointRecord SaveEndpoint(const EndpointState& st, const PolicyParams& p,
     r.has_release = true;
     r.capacity = rel->capacity.Save(now);
     r.pacer = rel->pacer.Save();
+    r.unavailable_since_ns = rel->unavailable_since_ns;
   }
   return r;
 }
@@ -37,6 +38,7 @@ void RestoreEndpoint(const EndpointRecord& r, const PolicyParams& p,
     st->release = std::make_unique<EndpointRelease>();
     st->release->capacity.Restore(r.capacity);
     st->release->pacer.Restore(r.pacer);
+    st->release->unavailable_since_ns = r.unavailable_since_ns;
   }
 }
 

@@ -10,6 +10,7 @@ const char* WhyName(Why w) {
     case Why::kReleasing: return "RELEASING";
     case Why::kPaused: return "PAUSED";
     case Why::kStandingIn: return "STANDING_IN";
+    case Why::kDisabled: return "DISABLED";
   }
   return "WHY_UNSPECIFIED";
 }

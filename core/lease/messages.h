@@ -49,6 +49,7 @@ enum class Why : uint8_t {
   kReleasing = 4,     // parked deliveries are being released
   kPaused = 5,        // an operator's pause
   kStandingIn = 6,    // this replica decides another member's keys
+  kDisabled = 7,      // disabled (a dead endpoint: every Admit gives up)
 };
 const char* WhyName(Why w);  // "NEAR_TRIP", ...
 

@@ -41,7 +41,8 @@ std::vector<Reason> ReasonsOf(const engine::EndpointCondition& c) {
   return {{c.near_trip, Why::kNearTrip},
           {c.breaker != engine::BreakerState::kClosed, Why::kBreaker},
           {c.retry_after, Why::kRetryAfter},
-          {c.releasing, Why::kReleasing}};
+          {c.releasing, Why::kReleasing},
+          {c.disabled, Why::kDisabled}};
 }
 
 }  // namespace
@@ -57,12 +58,14 @@ ReplicaSync::ReplicaSync(Options options, engine::Engine* engine,
            options_.stand_in_idle),
       send_bound_(SendBound(absl::ZeroDuration())) {}
 
-void ReplicaSync::AttachToEngine() {
-  engine_->set_condition_sink(this);
+void ReplicaSync::AttachToEngine(bool feeds) {
+  if (feeds) {
+    engine_->set_condition_sink(this);
+    engine_->pauses().set_listener(
+        [this](const engine::Pause& p, bool removed) { OnPause(p, removed); });
+  }
   engine_->set_probe_hold(
       [this](absl::string_view key, absl::Time) { return ProbeHeld(key); });
-  engine_->pauses().set_listener(
-      [this](const engine::Pause& p, bool removed) { OnPause(p, removed); });
   OnConfig(engine_->config());
 }
 
@@ -172,6 +175,25 @@ void ReplicaSync::Renew(Stream& s, uint64_t number, absl::Time now,
   down->renewed = number;
   down->ttl = options_.ttl;
   down->version = set_.pushed_version();
+  if (!s.renewals.empty() && s.renewals.back().first == down->version) {
+    s.renewals.back().second = s.expires;
+  } else {
+    s.renewals.emplace_back(down->version, s.expires);
+  }
+  if (s.renewals.size() > kRecentRenewals) {
+    // Fold the two oldest: the older version, the later end.
+    s.renewals[1].first = s.renewals[0].first;
+    s.renewals.pop_front();
+  }
+}
+
+absl::Time ReplicaSync::Stream::LeasedBefore(uint64_t version) const {
+  absl::Time end = absl::InfinitePast();
+  for (const auto& [v, until] : renewals) {
+    if (v >= version) break;
+    end = until;
+  }
+  return end;
 }
 
 absl::Status ReplicaSync::ReceiveLocked(Stream& s, const Up& up,
@@ -338,14 +360,16 @@ void ReplicaSync::Pending(absl::Time at) {
   if (first && on_pending_) on_pending_();
 }
 
-absl::Time ReplicaSync::SafeAt(uint64_t version, absl::Time now) const {
+absl::Time ReplicaSync::SafeAt(uint64_t version, bool own,
+                               absl::Time now) const {
   absl::Time safe = absl::InfinitePast();
   for (const auto& [id, s] : streams_) {
-    if (s.expires == absl::InfinitePast()) continue;  // never leased
+    const absl::Time leased = own ? s.LeasedBefore(version) : s.expires;
+    if (leased == absl::InfinitePast()) continue;  // never leased so
     // The last moment this lease may have admitted on the key: when it
     // acknowledged the version, or when it ended, whichever came first.
     const absl::Time stopped = std::min(s.acks.FirstCovering(version),
-                                        s.expires);
+                                        leased);
     if (stopped > now) return absl::InfiniteFuture();
     safe = std::max(safe, stopped + send_bound_);
   }
@@ -361,7 +385,8 @@ bool ReplicaSync::HeldOn(NotClearSet::Entry* e, absl::Time now) {
     return now < e->safe_at;
   }
   const uint64_t version = e != nullptr ? e->version : set_.version();
-  const absl::Time safe = SafeAt(version, now);
+  const bool own = e != nullptr && e->entry.key.scope != Scope::kMember;
+  const absl::Time safe = SafeAt(version, own, now);
   if (safe == absl::InfiniteFuture()) return true;
   if (e != nullptr) {
     e->safe_at = safe;  // final: later leases must hold this version

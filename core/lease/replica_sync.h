@@ -40,9 +40,11 @@
 #define STAGGER_CORE_LEASE_REPLICA_SYNC_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -111,11 +113,12 @@ class ReplicaSync : public engine::ConditionSink {
   ReplicaSync(Options options, engine::Engine* engine,
               const engine::Clock* mono);
 
-  // Installs this object as the engine's condition sink, probe hold and
-  // pause listener, and reads the engine's configuration. A daemon that
-  // fans the engine's feeds out to several readers calls the On* methods
-  // itself instead.
-  void AttachToEngine();
+  // Installs this object as the engine's probe hold and reads the engine's
+  // configuration; with `feeds`, also as its condition sink and pause
+  // listener. A daemon that fans the engine's feeds out to several readers
+  // passes false and adds this object to its fan-outs (OnConditionChange,
+  // OnPause) before the engine's first change.
+  void AttachToEngine(bool feeds = true);
 
   struct Opened {
     uint64_t stream = 0;
@@ -166,9 +169,20 @@ class ReplicaSync : public engine::ConditionSink {
     bool open = true;
     bool members_match = false;
     absl::Time expires = absl::InfinitePast();  // never granted
+    // Its renewals: (the set's version they carried, their end), oldest
+    // first, one per version. An agent takes a renewal only with a copy at
+    // least that new, so a renewal at v or later never lets it admit on an
+    // entry of version v (LeasedBefore).
+    std::deque<std::pair<uint64_t, absl::Time>> renewals;
     AckHistory acks;
     uint64_t snapshot_version = 0;  // the last snapshot sent on it
+    // The end of the last renewal at a version below `version`
+    // (InfinitePast: none).
+    absl::Time LeasedBefore(uint64_t version) const;
   };
+  // Renewals kept exactly per stream; older ones fold into one, which may
+  // only move an answer later.
+  static constexpr size_t kRecentRenewals = 16;
   struct Agent {
     uint64_t applied_seq = 0;
     absl::Time last_seen;
@@ -194,8 +208,11 @@ class ReplicaSync : public engine::ConditionSink {
   void ApplyCounts(const Apply& apply);
   // When probes on an entry of `version` are safe: InfiniteFuture if some
   // lease could still be admitting on it (it has neither acknowledged
-  // the version nor ended).
-  absl::Time SafeAt(uint64_t version, absl::Time now) const
+  // the version nor ended). `own`: an entry of keys this replica's leases
+  // answer for (an endpoint or a prefix), so only renewals at an older
+  // version count; else (a member's keys, answered under their owner's
+  // leases, or no entry) every renewal counts.
+  absl::Time SafeAt(uint64_t version, bool own, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HeldOn(NotClearSet::Entry* e, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -98,6 +98,7 @@ std::vector<std::vector<const char*>> AllLabelSets() {
   set(LabelSet::kAdminAction) = Of(kAdminActionLabels);
   set(LabelSet::kClientErrorCode) = ClientErrorCodes();
   set(LabelSet::kDirection) = Of(kDirectionLabels);
+  set(LabelSet::kDisableTrigger) = Of(kDisableTriggerLabels);
   set(LabelSet::kCountReport) = Of(kCountReportLabels);
   set(LabelSet::kCountKind) = Of(kCountKindLabels);
   return sets;

@@ -65,10 +65,11 @@ enum class LabelSet : uint8_t {
   kAdminAction,       // pause | resume | reset | force_breaker
   kClientErrorCode,   // gRPC status code names the client counts
   kDirection,         // in | out
+  kDisableTrigger,    // operator | unavailable | permanent_failures
   kCountReport,       // applied | lost | duplicate
   kCountKind,         // first_attempts | successes
 };
-inline constexpr int kNumLabelSets = 16;
+inline constexpr int kNumLabelSets = 17;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -98,13 +99,17 @@ inline constexpr std::array<const char*, 5> kStateLoadFailureLabels = {
     "missing", "unreadable", "truncated", "corrupt", "incompatible_version"};
 // stagger_authz_denied_total{service}: the services staggerd serves, then
 // "other" (kAuthzServiceLabels.back()) for any other method path.
-inline constexpr std::array<const char*, 4> kAuthzServiceLabels = {
+inline constexpr std::array<const char*, 5> kAuthzServiceLabels = {
     "stagger.v1.RetryCoordinator", "stagger.v1.Admin",
-    "grpc.health.v1.Health", "other"};
+    "stagger.v1.EndpointWatch", "grpc.health.v1.Health", "other"};
 inline constexpr std::array<const char*, 2> kDenyCauseLabels = {
     "deny_rule", "no_allow_rule"};
-inline constexpr std::array<const char*, 4> kAdminActionLabels = {
-    "pause", "resume", "reset", "force_breaker"};
+inline constexpr std::array<const char*, 6> kAdminActionLabels = {
+    "pause", "resume", "reset", "force_breaker", "disable", "enable"};
+// stagger_endpoint_disables_total{trigger}: engine::DisableTrigger 1..3,
+// in order.
+inline constexpr std::array<const char*, 3> kDisableTriggerLabels = {
+    "operator", "unavailable", "permanent_failures"};
 // Index 0 is in (received), 1 out (sent).
 inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
 // stagger_count_reports_total{result}, in ServerMetrics' order.
@@ -162,6 +167,11 @@ enum class MetricId : uint8_t {
   kEndpoints,
   kEndpointsTracked,
   kEndpointsEvicted,
+  kEndpointsDisabled,
+  kEndpointDisables,
+  kWatchStreams,
+  kWatchEvents,
+  kWatchResyncs,
   kConfigReloads,
   kStateLoadFailures,
   kStateEndpointsRestored,
@@ -181,7 +191,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 38;
+inline constexpr int kNumMetrics = 43;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -291,6 +301,27 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
      MetricType::kCounter, Registrar::kServerMetrics, 0, {},
      "Endpoints dropped from the table (idle eviction or a full table), "
      "since the server started."},
+    {MetricId::kEndpointsDisabled, "stagger_endpoints_disabled",
+     MetricType::kGauge, Registrar::kServerMetrics, 0, {},
+     "Endpoints disabled now (every Admit answered GIVE_UP with reason "
+     "ENDPOINT_DISABLED), at scrape time."},
+    {MetricId::kEndpointDisables, "stagger_endpoint_disables_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"trigger", LabelSet::kDisableTrigger}}},
+     "Endpoints disabled since the server started, by trigger: operator "
+     "(Admin/Disable), unavailable (breaker away from CLOSED for "
+     "disable.after_unavailable), permanent_failures."},
+    {MetricId::kWatchStreams, "stagger_watch_streams", MetricType::kGauge,
+     Registrar::kServerMetrics, 0, {},
+     "Watch streams (stagger.v1.EndpointWatch/Watch) open now."},
+    {MetricId::kWatchEvents, "stagger_watch_events_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Events written to this replica's change log (endpoint transitions, "
+     "pauses, disables), whether or not anyone watches."},
+    {MetricId::kWatchResyncs, "stagger_watch_resyncs_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 0, {},
+     "Watchers told they missed events: a token from before a restart, "
+     "past the history, or a watcher that fell behind it."},
     {MetricId::kConfigReloads, "stagger_config_reloads_total",
      MetricType::kCounter, Registrar::kServerMetrics, 1,
      {{{"result", LabelSet::kResult}}},

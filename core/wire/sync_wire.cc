@@ -81,7 +81,7 @@ absl::StatusOr<lease::NotClearEntry> ReadEntry(const v1::NotClear& e,
   absl::StatusOr<lease::EntryKey> key =
       ReadTarget(e.target(), absl::StrCat(field, ".target"));
   if (!key.ok()) return key.status();
-  if (e.why() < v1::NOT_CLEAR_NEAR_TRIP || e.why() > v1::NOT_CLEAR_STANDING_IN) {
+  if (e.why() < v1::NOT_CLEAR_NEAR_TRIP || e.why() > v1::NOT_CLEAR_DISABLED) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".why: unknown value ", e.why()));
   }

@@ -8,6 +8,7 @@ namespace stagger::wire {
 namespace {
 
 using engine::BreakerState;
+using engine::DisableTrigger;
 using engine::Outcome;
 using engine::Reason;
 using engine::Verdict;
@@ -51,12 +52,19 @@ STAGGER_SAME(Reason::kPaced, v1::PACED);
 STAGGER_SAME(Reason::kLastChance, v1::LAST_CHANCE);
 STAGGER_SAME(Reason::kPaused, v1::PAUSED);
 STAGGER_SAME(Reason::kReleased, v1::RELEASED);
+STAGGER_SAME(Reason::kEndpointDisabled, v1::ENDPOINT_DISABLED);
 static_assert(v1::Reason_MAX == engine::kMaxReason);
 
 STAGGER_SAME(BreakerState::kClosed, v1::CLOSED);
 STAGGER_SAME(BreakerState::kOpen, v1::OPEN);
 STAGGER_SAME(BreakerState::kHalfOpen, v1::HALF_OPEN);
 static_assert(v1::BreakerState_MAX == engine::kNumBreakerStates);
+
+STAGGER_SAME(DisableTrigger::kOperator, v1::DISABLE_TRIGGER_OPERATOR);
+STAGGER_SAME(DisableTrigger::kUnavailable, v1::DISABLE_TRIGGER_UNAVAILABLE);
+STAGGER_SAME(DisableTrigger::kPermanentFailures,
+             v1::DISABLE_TRIGGER_PERMANENT_FAILURES);
+static_assert(v1::DisableTrigger_MAX == engine::kMaxDisableTrigger);
 
 STAGGER_SAME(Source::kStart, v1::PACE_START);
 STAGGER_SAME(Source::kServed, v1::PACE_SERVED);

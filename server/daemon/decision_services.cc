@@ -17,7 +17,8 @@ DecisionServices::DecisionServices(engine::Engine* engine,
                                    security::SecurityMetrics* security_metrics)
     : coordinator_(engine, metrics, engine::RealClock::Instance()),
       admin_(engine, security_metrics, engine::RealClock::Instance(), Log),
-      leases_(engine, options.lease_ttl, options.ownership, metrics) {
+      leases_(engine, options.lease_ttl, options.ownership, metrics,
+              options.attach_leases) {
   if (options.ownership != nullptr) {
     coordinator_.set_ownership(options.ownership);
   }

@@ -50,6 +50,9 @@ class DecisionServices {
     int64_t max_waiting_calls = 0;
     int64_t max_agent_held_calls = 0;
     const service::Ownership* ownership = nullptr;  // null: one replica
+    // Connects the lease set to the engine's feeds (leases.h); null: the
+    // set takes them itself.
+    service::SyncHub::Attach attach_leases;
   };
   DecisionServices(engine::Engine* engine, const Options& options,
                    metrics::ServerMetrics* metrics,

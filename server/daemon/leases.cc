@@ -43,10 +43,12 @@ absl::Status CheckLeaseTtl(absl::Duration ttl) {
 
 Leases::Leases(engine::Engine* engine, absl::Duration ttl,
                const service::Ownership* ownership,
-               metrics::ServerMetrics* metrics)
+               metrics::ServerMetrics* metrics,
+               service::SyncHub::Attach attach)
     : engine_(engine),
       ownership_(ownership),
-      hub_(engine, SyncOptions(ttl, ownership), metrics),
+      hub_(engine, SyncOptions(ttl, ownership), metrics,
+           engine::MonotonicClock::Instance(), std::move(attach)),
       sync_(&hub_, [metrics](service::SyncService::Direction d) {
         if (metrics != nullptr) {
           metrics->RecordSyncMessage(d == service::SyncService::Direction::kIn);

@@ -32,9 +32,11 @@ absl::Status CheckLeaseTtl(absl::Duration ttl);
 
 class Leases {
  public:
+  // `attach` connects the lease set to the engine's feeds (staggerd: the
+  // watch's fan-outs); null: it takes them itself.
   Leases(engine::Engine* engine, absl::Duration ttl,
-         const service::Ownership* ownership,
-         metrics::ServerMetrics* metrics);
+         const service::Ownership* ownership, metrics::ServerMetrics* metrics,
+         service::SyncHub::Attach attach = nullptr);
   service::SyncHub& hub() { return hub_; }
   service::SyncService& sync() { return sync_; }
   // A reload: agents get the policies' new initial jitters.

@@ -31,11 +31,12 @@ absl::StatusOr<status::StatusPageOptions> CheckStatusPage(
 }
 
 absl::StatusOr<std::unique_ptr<status::StatusPage>> StartStatusPage(
-    const status::StatusPageOptions& options, const engine::Engine* engine) {
+    const status::StatusPageOptions& options, const engine::Engine* engine,
+    service::WatchLog* log) {
   if (options.address.empty()) return nullptr;
   absl::StatusOr<std::unique_ptr<status::StatusPage>> page =
       status::StatusPage::Start(options, engine,
-                                engine::RealClock::Instance());
+                                engine::RealClock::Instance(), log);
   if (page.ok()) {
     Log(absl::StrCat("status page on port ", (*page)->port()));
   }

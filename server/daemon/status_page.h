@@ -27,6 +27,7 @@
 #include "core/engine/engine.h"
 #include "server/metrics/server_metrics.h"
 #include "server/service/ownership.h"
+#include "server/service/watch_log.h"
 #include "server/status/status_page.h"
 
 namespace stagger::daemon {
@@ -35,8 +36,10 @@ absl::StatusOr<status::StatusPageOptions> CheckStatusPage(
     const std::string& address, const std::string& peers,
     const std::optional<service::Ownership>& ownership);
 
+// `log`: the watch's change log, for the page's live feed (nullable).
 absl::StatusOr<std::unique_ptr<status::StatusPage>> StartStatusPage(
-    const status::StatusPageOptions& options, const engine::Engine* engine);
+    const status::StatusPageOptions& options, const engine::Engine* engine,
+    service::WatchLog* log = nullptr);
 
 void HookStatusPage(status::StatusPage* page, metrics::ServerMetrics* metrics);
 

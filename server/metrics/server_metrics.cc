@@ -157,6 +157,15 @@ void ServerMetrics::RegisterEndpointSeries(prometheus::Registry& registry) {
       &RegisterFamily<MetricId::kEndpointsTracked>(registry).Add({});
   endpoints_evicted_ =
       &RegisterFamily<MetricId::kEndpointsEvicted>(registry).Add({});
+  endpoints_disabled_ =
+      &RegisterFamily<MetricId::kEndpointsDisabled>(registry).Add({});
+  const std::vector<prometheus::Counter*> disables =
+      AddPerValue(RegisterFamily<MetricId::kEndpointDisables>(registry),
+                  MetricId::kEndpointDisables);
+  std::copy(disables.begin(), disables.end(), disables_.begin() + 1);
+  watch_streams_ = &RegisterFamily<MetricId::kWatchStreams>(registry).Add({});
+  watch_events_ = &RegisterFamily<MetricId::kWatchEvents>(registry).Add({});
+  watch_resyncs_ = &RegisterFamily<MetricId::kWatchResyncs>(registry).Add({});
 }
 
 // The state file: load failures, endpoints restored, saves.
@@ -284,6 +293,16 @@ void ServerMetrics::SetWaitingCalls(int64_t n) {
 
 void ServerMetrics::RecordWaitingOverflow() { waiting_overflows_->Increment(); }
 
+void ServerMetrics::AddWatchStreams(int delta) {
+  watch_streams_->Increment(delta);
+}
+
+void ServerMetrics::RecordWatchEvents(int n) {
+  if (n > 0) watch_events_->Increment(n);
+}
+
+void ServerMetrics::RecordWatchResync() { watch_resyncs_->Increment(); }
+
 void ServerMetrics::RecordMisrouted(int requests) {
   if (requests > 0) misrouted_->Increment(requests);
 }
@@ -327,6 +346,14 @@ void ServerMetrics::RefreshEngineStats() {
     endpoints_evicted_->Increment(
         static_cast<double>(stats.evicted_total - evicted_seen_));
     evicted_seen_ = stats.evicted_total;
+  }
+  endpoints_disabled_->Set(static_cast<double>(stats.disabled));
+  for (int t = 1; t <= engine::kMaxDisableTrigger; ++t) {
+    if (stats.disables_total[t] > disables_seen_[t]) {
+      disables_[t]->Increment(
+          static_cast<double>(stats.disables_total[t] - disables_seen_[t]));
+      disables_seen_[t] = stats.disables_total[t];
+    }
   }
 }
 

@@ -163,9 +163,16 @@ class ServerMetrics {
   // stagger_waiting_calls; stagger_waiting_overflows_total.
   void SetWaitingCalls(int64_t n);
   void RecordWaitingOverflow();
+  // The watch (stagger.v1.EndpointWatch): streams opened (+1) and closed
+  // (-1), events written to the change log, watchers told they missed
+  // events.
+  void AddWatchStreams(int delta);
+  void RecordWatchEvents(int n);
+  void RecordWatchResync();
 
   // The engine whose Stats() feed stagger_endpoints{breaker_state},
-  // stagger_endpoints_tracked and stagger_endpoints_evicted_total. It must
+  // stagger_endpoints_tracked, stagger_endpoints_evicted_total,
+  // stagger_endpoints_disabled and stagger_endpoint_disables_total. It must
   // outlive this object (or be detached with nullptr first). Until one is
   // attached those series stay at 0.
   void AttachEngine(const engine::Engine* engine);
@@ -219,6 +226,12 @@ class ServerMetrics {
   std::array<prometheus::Gauge*, kNumStates + 1> endpoints_by_state_{};
   prometheus::Gauge* endpoints_tracked_ = nullptr;
   prometheus::Counter* endpoints_evicted_ = nullptr;
+  prometheus::Gauge* endpoints_disabled_ = nullptr;
+  // [trigger 1..3]; index 0 unused.
+  std::array<prometheus::Counter*, engine::kMaxDisableTrigger + 1> disables_{};
+  prometheus::Gauge* watch_streams_ = nullptr;
+  prometheus::Counter* watch_events_ = nullptr;
+  prometheus::Counter* watch_resyncs_ = nullptr;
   // [0] success, [1] failure (kResultLabels).
   std::vector<prometheus::Counter*> reloads_;
   // Parallel to kStateLoadFailureReasons.
@@ -232,6 +245,8 @@ class ServerMetrics {
   std::atomic<const engine::Engine*> engine_{nullptr};
   absl::Mutex refresh_mu_;
   int64_t evicted_seen_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+  std::array<int64_t, engine::kMaxDisableTrigger + 1> disables_seen_
+      ABSL_GUARDED_BY(refresh_mu_){};
 };
 
 // Times one RPC handler: records stagger_rpc_duration_seconds{method} when

@@ -16,7 +16,7 @@ using metrics::RegisterFamily;
 static_assert(static_cast<int>(SecurityMetrics::DenyCause::kNoAllowRule) + 1 ==
                   static_cast<int>(metrics::kDenyCauseLabels.size()),
               "DenyCause follows kDenyCauseLabels");
-static_assert(static_cast<int>(SecurityMetrics::AdminAction::kForceBreaker) +
+static_assert(static_cast<int>(SecurityMetrics::AdminAction::kEnable) +
                       1 ==
                   SecurityMetrics::kNumAdminActions,
               "AdminAction follows kAdminActionLabels");

@@ -28,7 +28,14 @@ namespace stagger::security {
 class SecurityMetrics {
  public:
   enum class DenyCause { kDenyRule = 0, kNoAllowRule = 1 };
-  enum class AdminAction { kPause = 0, kResume, kReset, kForceBreaker };
+  enum class AdminAction {
+    kPause = 0,
+    kResume,
+    kReset,
+    kForceBreaker,
+    kDisable,
+    kEnable
+  };
   // Parallel to the catalog's kAuthzServiceLabels and kAdminActionLabels.
   static constexpr int kNumServices =
       static_cast<int>(metrics::kAuthzServiceLabels.size());

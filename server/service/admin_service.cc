@@ -2,12 +2,15 @@
 
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/security/authz_processor.h"
 #include "server/security/key_fingerprint.h"
 #include "server/service/proto_convert.h"
+#include "server/service/watch_events.h"
 
 namespace stagger::service {
 namespace {
@@ -25,21 +28,6 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
-google::protobuf::Timestamp ToTimestamp(absl::Time t) {
-  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
-}
-
-void ToProto(const engine::Pause& p, v1::Pause* out) {
-  if (p.prefix) {
-    out->mutable_target()->set_prefix(p.target);
-  } else {
-    out->mutable_target()->set_endpoint(p.target);
-  }
-  *out->mutable_since() = ToTimestamp(p.since);
-  *out->mutable_until() = ToTimestamp(p.until);
-  out->set_reason(p.reason);
-  out->set_paused_by(p.paused_by);
-}
 
 // "endpoint key#..." / "prefix key#...": the target, never its text.
 std::string Describe(const engine::Pause& p) {
@@ -53,6 +41,24 @@ absl::Status CheckTarget(const v1::PauseTarget& t) {
         "target: set endpoint or prefix (exactly one)");
   }
   return absl::OkStatus();
+}
+
+// admin.proto, "operation_id": 1..64 bytes of [A-Za-z0-9._:-], or empty
+// (then a random one is made up).
+absl::StatusOr<std::string> OperationId(const std::string& given) {
+  if (given.empty()) {
+    absl::BitGen gen;
+    return absl::StrFormat("op-%016x", absl::Uniform<uint64_t>(gen));
+  }
+  const bool ok = given.size() <= 64 &&
+                  given.find_first_not_of(
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                      "0123456789._:-") == std::string::npos;
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        "operation_id: 1..64 bytes of A-Z a-z 0-9 . _ : -");
+  }
+  return given;
 }
 
 absl::Status CheckNote(const std::string& reason) {
@@ -98,12 +104,14 @@ grpc::Status AdminService::DoPause(const v1::PauseRequest& req,
   if (!req.has_duration()) {
     return ToGrpcStatus(absl::InvalidArgumentError("duration: required"));
   }
+  absl::StatusOr<std::string> id = OperationId(req.operation_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
   const bool prefix = req.target().has_prefix();
   const absl::Duration duration =
       absl::Nanoseconds(TimeUtil::DurationToNanoseconds(req.duration()));
   absl::StatusOr<engine::Pause> p = engine_->pauses().Set(
       prefix ? req.target().prefix() : req.target().endpoint(), prefix,
-      duration, req.reason(), who, clock_->Now());
+      duration, req.reason(), who, clock_->Now(), *std::move(id));
   if (!p.ok()) return ToGrpcStatus(p.status());
   Changed(prefix ? req.target().prefix() : req.target().endpoint(), prefix);
   ToProto(*p, resp->mutable_pause());
@@ -120,10 +128,14 @@ grpc::Status AdminService::DoResume(const v1::ResumeRequest& req,
   if (absl::Status s = CheckTarget(req.target()); !s.ok()) {
     return ToGrpcStatus(s);
   }
+  if (absl::StatusOr<std::string> id = OperationId(req.operation_id());
+      !id.ok()) {
+    return ToGrpcStatus(id.status());
+  }
   const bool prefix = req.target().has_prefix();
   absl::StatusOr<engine::Pause> p = engine_->pauses().Remove(
       prefix ? req.target().prefix() : req.target().endpoint(), prefix,
-      clock_->Now());
+      clock_->Now(), who);
   if (!p.ok()) return ToGrpcStatus(p.status());
   Changed(prefix ? req.target().prefix() : req.target().endpoint(), prefix);
   ToProto(*p, resp->mutable_resumed());
@@ -191,6 +203,89 @@ grpc::Status AdminService::DoForceBreaker(const v1::ForceBreakerRequest& req,
                          : ""),
         req.reason());
   return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DoDisable(const v1::DisableRequest& req,
+                                     const std::string& who,
+                                     v1::DisableResponse* resp) {
+  if (req.reason().empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("reason: required"));
+  }
+  if (absl::Status s = CheckNote(req.reason()); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<std::string> id = OperationId(req.operation_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  engine::Disable d;
+  d.reason = req.reason();
+  d.by = who;
+  d.operation_id = *std::move(id);
+  if (absl::Status s = engine_->Disable(req.endpoint(), std::move(d));
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  Changed(req.endpoint(), /*prefix=*/false);
+  if (std::optional<engine::Disable> now =
+          engine_->disables().Find(req.endpoint())) {
+    ToProto(*now, resp->mutable_disabled());
+  }
+  if (metrics_) {
+    metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kDisable);
+  }
+  Audit(who,
+        absl::StrCat("disabled endpoint ",
+                     security::KeyFingerprint(req.endpoint())),
+        req.reason());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DoEnable(const v1::EnableRequest& req,
+                                    const std::string& who,
+                                    v1::EnableResponse* resp) {
+  if (absl::Status s = CheckNote(req.reason()); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<std::string> id = OperationId(req.operation_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  engine::Enable e;
+  e.by = who;
+  e.reason = req.reason();
+  e.operation_id = *std::move(id);
+  absl::StatusOr<engine::Disable> ended = engine_->Enable(req.endpoint(), e);
+  if (!ended.ok()) return ToGrpcStatus(ended.status());
+  Changed(req.endpoint(), /*prefix=*/false, /*revoke=*/false);
+  ToProto(*ended, resp->mutable_ended());
+  if (metrics_) {
+    metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kEnable);
+  }
+  Audit(who,
+        absl::StrCat("enabled endpoint ",
+                     security::KeyFingerprint(req.endpoint())),
+        req.reason());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DoListDisabled(v1::ListDisabledResponse* resp) {
+  for (const engine::Disable& d : engine_->disables().List()) {
+    v1::DisabledEndpoint* out = resp->add_endpoints();
+    out->set_endpoint(d.endpoint);
+    ToProto(d, out->mutable_disabled());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* AdminService::Disable(
+    grpc::CallbackServerContext* ctx, const v1::DisableRequest* req,
+    v1::DisableResponse* resp) {
+  return FinishWith(ctx, DoDisable(*req, CallerOf(ctx), resp));
+}
+
+grpc::ServerUnaryReactor* AdminService::Enable(grpc::CallbackServerContext* ctx,
+                                               const v1::EnableRequest* req,
+                                               v1::EnableResponse* resp) {
+  return FinishWith(ctx, DoEnable(*req, CallerOf(ctx), resp));
+}
+
+grpc::ServerUnaryReactor* AdminService::ListDisabled(
+    grpc::CallbackServerContext* ctx, const v1::ListDisabledRequest*,
+    v1::ListDisabledResponse* resp) {
+  return FinishWith(ctx, DoListDisabled(resp));
 }
 
 grpc::ServerUnaryReactor* AdminService::Pause(grpc::CallbackServerContext* ctx,

@@ -1,7 +1,11 @@
 // AdminService: the gRPC adapter for stagger.v1.Admin, the operators' API
 // (proto/stagger/v1/admin.proto): pause and resume endpoints or key
 // prefixes (engine::PauseTable, consulted first by every decision), list
-// pauses, reset an endpoint's state, force its breaker open or closed.
+// pauses, reset an endpoint's state, force its breaker open or closed,
+// disable and enable an endpoint (engine::Engine::Disable), list the
+// disabled ones. Pause, Resume, Disable and Enable take an operation id
+// (admin.proto) that the watch's events of the command carry; a pause
+// keeps it as its pause_id.
 //
 // Every action that changes state is logged on one line with the caller's
 // identity (security::PrincipalOf: the client certificate's URI SAN, DNS
@@ -54,6 +58,15 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* ForceBreaker(grpc::CallbackServerContext* ctx,
                                          const v1::ForceBreakerRequest* req,
                                          v1::ForceBreakerResponse* resp) override;
+  grpc::ServerUnaryReactor* Disable(grpc::CallbackServerContext* ctx,
+                                    const v1::DisableRequest* req,
+                                    v1::DisableResponse* resp) override;
+  grpc::ServerUnaryReactor* Enable(grpc::CallbackServerContext* ctx,
+                                   const v1::EnableRequest* req,
+                                   v1::EnableResponse* resp) override;
+  grpc::ServerUnaryReactor* ListDisabled(
+      grpc::CallbackServerContext* ctx, const v1::ListDisabledRequest* req,
+      v1::ListDisabledResponse* resp) override;
 
   // The handlers' logic; `who` is the caller's identity.
   grpc::Status DoPause(const v1::PauseRequest& req, const std::string& who,
@@ -66,6 +79,11 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::Status DoForceBreaker(const v1::ForceBreakerRequest& req,
                               const std::string& who,
                               v1::ForceBreakerResponse* resp);
+  grpc::Status DoDisable(const v1::DisableRequest& req, const std::string& who,
+                         v1::DisableResponse* resp);
+  grpc::Status DoEnable(const v1::EnableRequest& req, const std::string& who,
+                        v1::EnableResponse* resp);
+  grpc::Status DoListDisabled(v1::ListDisabledResponse* resp);
 
  private:
   void Audit(const std::string& who, const std::string& what,

@@ -43,6 +43,15 @@ void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out) {
     pause->set_paused_by(s.pause->paused_by);
     if (s.pause->prefix) pause->set_prefix(s.pause->target);
   }
+  if (s.disable.has_value()) ToProto(*s.disable, out->mutable_disabled());
+}
+
+void ToProto(const engine::Disable& d, v1::EndpointDisable* out) {
+  out->set_trigger(static_cast<v1::DisableTrigger>(d.trigger));
+  ToProto(d.since, out->mutable_since());
+  out->set_reason(d.reason);
+  out->set_disabled_by(d.by);
+  out->set_operation_id(d.operation_id);
 }
 
 

@@ -30,6 +30,7 @@ using wire::PrefixItem;
 using wire::ToProto;
 
 void ToProto(const engine::EndpointSnapshot& s, v1::EndpointState* out);
+void ToProto(const engine::Disable& d, v1::EndpointDisable* out);
 
 using rpc::ToGrpcStatus;
 

@@ -20,12 +20,17 @@ grpc::ByteBuffer Serialize(const v1::SyncDown& down) {
 }  // namespace
 
 SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
-                 metrics::ServerMetrics* metrics, const engine::Clock* mono)
+                 metrics::ServerMetrics* metrics, const engine::Clock* mono,
+                 Attach attach)
     : metrics_(metrics),
       mono_(mono),
       sync_(std::make_unique<lease::ReplicaSync>(std::move(options), engine,
                                                  mono)) {
-  sync_->AttachToEngine();
+  if (attach) {
+    attach(*sync_);
+  } else {
+    sync_->AttachToEngine();
+  }
   if (metrics_ != nullptr) {
     sync_->set_counts_observer(
         [metrics](const lease::AgentKey&, const lease::CountReport& r) {

@@ -25,6 +25,7 @@
 #define STAGGER_SERVER_SERVICE_SYNC_HUB_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -58,11 +59,13 @@ class SyncHub {
  public:
   // `engine`, `metrics` (null: none) and `mono` (the lease's monotonic
   // clock; tests pass a fake one) must outlive the hub. Starts the pusher
-  // thread; ReplicaSync is attached to the engine (its condition sink,
-  // probe hold and pause listener).
+  // thread. `attach` connects the ReplicaSync to the engine's feeds (a
+  // daemon's fan-outs); null: ReplicaSync::AttachToEngine() takes them.
+  using Attach = std::function<void(lease::ReplicaSync&)>;
   SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
           metrics::ServerMetrics* metrics,
-          const engine::Clock* mono = engine::MonotonicClock::Instance());
+          const engine::Clock* mono = engine::MonotonicClock::Instance(),
+          Attach attach = nullptr);
   ~SyncHub();  // Shutdown(), then the thread stops
 
   // Unavailable after Shutdown, or the protocol's error (the stream ends

@@ -32,6 +32,7 @@ constexpr int kWrittenField = 1;
 constexpr int kWriterField = 2;
 constexpr int kPausesField = 14;
 constexpr int kEndpointsField = 15;
+constexpr int kDisabledField = 16;
 
 const uint8_t* Bytes(absl::string_view s) {
   return reinterpret_cast<const uint8_t*>(s.data());
@@ -166,11 +167,14 @@ std::optional<LoadResult> CheckCrc(int fd, const Frame& frame,
 struct Delivery {
   const RecordSink* sink = nullptr;       // null: only check
   const PauseSink* pause_sink = nullptr;  // null: only check
+  const DisabledSink* disabled_sink = nullptr;  // null: only check
   std::string bytes;
   v1::state::Endpoint record;
   v1::state::Pause pause;
+  v1::state::Disabled disabled;
   int64_t records = 0;
   int64_t pauses = 0;
+  int64_t disabled_count = 0;
 
   // One known length-delimited field of the Snapshot, read whole into
   // `bytes`: the writer's name, a pause or an endpoint record, parsed and
@@ -182,6 +186,10 @@ struct Delivery {
       if (!pause.ParseFromString(bytes)) return "unparsable pause";
       ++pauses;
       if (pause_sink != nullptr) (*pause_sink)(pause);
+    } else if (field == kDisabledField) {
+      if (!disabled.ParseFromString(bytes)) return "unparsable disabled";
+      ++disabled_count;
+      if (disabled_sink != nullptr) (*disabled_sink)(disabled);
     } else {
       if (!record.ParseFromString(bytes)) return "unparsable endpoint";
       ++records;
@@ -193,7 +201,7 @@ struct Delivery {
 
 bool KnownLengthDelimited(int field) {
   return field == kEndpointsField || field == kPausesField ||
-         field == kWriterField;
+         field == kDisabledField || field == kWriterField;
 }
 
 // A length-delimited field after its tag: at most kMaxRecordBytes; a known
@@ -251,7 +259,7 @@ std::optional<std::string> ReadField(CodedInputStream* in, uint32_t tag,
 // bytes in all, and a payload may be longer.
 void ParsePayload(int fd, const Frame& frame, const std::string& path,
                   const RecordSink* sink, const PauseSink* pause_sink,
-                  LoadResult* result) {
+                  const DisabledSink* disabled_sink, LoadResult* result) {
   if (lseek(fd, kSnapshotHeaderBytes, SEEK_SET) < 0) {
     *result = Outcome(LoadOutcome::kUnreadable, path,
                       absl::StrCat("seek: ", ErrnoText(errno)));
@@ -262,6 +270,7 @@ void ParsePayload(int fd, const Frame& frame, const std::string& path,
   Delivery out;
   out.sink = sink;
   out.pause_sink = pause_sink;
+  out.disabled_sink = disabled_sink;
   while (payload.ByteCount() < frame.payload_bytes) {
     CodedInputStream in(&payload);
     const uint32_t tag = in.ReadTagNoLastTag();
@@ -278,8 +287,10 @@ void ParsePayload(int fd, const Frame& frame, const std::string& path,
   result->outcome = LoadOutcome::kLoaded;
   result->records = out.records;
   result->pauses = out.pauses;
+  result->disabled = out.disabled_count;
   result->message = absl::StrCat("state file ", path, ": ", out.records,
-                                 " endpoint records, ", out.pauses, " pauses");
+                                 " endpoint records, ", out.pauses, " pauses, ",
+                                 out.disabled_count, " disabled");
 }
 
 }  // namespace
@@ -302,6 +313,12 @@ LoadResult LoadSnapshot(const std::string& path, RecordSink sink) {
 
 LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
                         PauseSink pause_sink) {
+  return LoadSnapshot(path, sink, pause_sink,
+                      [](const v1::state::Disabled&) {});
+}
+
+LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
+                        PauseSink pause_sink, DisabledSink disabled_sink) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -325,10 +342,10 @@ LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
   if (auto bad = CheckFrame(fd, st.st_size, path, &frame)) return *bad;
   if (auto bad = CheckCrc(fd, frame, path)) return *bad;
   LoadResult checked;
-  ParsePayload(fd, frame, path, nullptr, nullptr, &checked);
+  ParsePayload(fd, frame, path, nullptr, nullptr, nullptr, &checked);
   if (checked.outcome != LoadOutcome::kLoaded) return checked;
   LoadResult result;
-  ParsePayload(fd, frame, path, &sink, &pause_sink, &result);
+  ParsePayload(fd, frame, path, &sink, &pause_sink, &disabled_sink, &result);
   return result;
 }
 
@@ -424,6 +441,12 @@ absl::Status SnapshotWriter::AddPause(const v1::state::Pause& pause) {
   return AddLengthDelimited(
       kPausesField, "a pause", pause.ByteSizeLong(),
       [&](uint8_t* body) { pause.SerializeWithCachedSizesToArray(body); });
+}
+
+absl::Status SnapshotWriter::AddDisabled(const v1::state::Disabled& disabled) {
+  return AddLengthDelimited(
+      kDisabledField, "a disabled endpoint", disabled.ByteSizeLong(),
+      [&](uint8_t* body) { disabled.SerializeWithCachedSizesToArray(body); });
 }
 
 absl::Status SnapshotWriter::Flush() {

@@ -17,8 +17,8 @@
 // Memory is bounded by one record and a 1 MiB buffer, not by the file: a
 // snapshot of a million endpoints is streamed both ways.
 //
-// Limits: one field of the payload (an endpoint record, a pause, the
-// writer's name) at most kMaxRecordBytes (a key is at most 4096 bytes, a
+// Limits: one field of the payload (an endpoint record, a pause, a
+// disabled endpoint, the writer's name) at most kMaxRecordBytes (a key is at most 4096 bytes, a
 // record under 5 KiB). The reader finds a file with a bigger one corrupt;
 // the writer refuses to write one (InvalidArgument naming it, nothing
 // written; the snapshot can go on).
@@ -67,13 +67,20 @@ struct LoadResult {
   std::string writer;
   int64_t records = 0;  // endpoint records delivered (kLoaded only)
   int64_t pauses = 0;   // pauses delivered (kLoaded only)
+  int64_t disabled = 0;  // disabled endpoints delivered (kLoaded only)
 };
 
 using RecordSink = absl::FunctionRef<void(const v1::state::Endpoint&)>;
 using PauseSink = absl::FunctionRef<void(const v1::state::Pause&)>;
 
-// Reads the snapshot at `path`; calls `pause_sink` once per pause and `sink`
-// once per endpoint record, in file order, only if the outcome is kLoaded.
+using DisabledSink = absl::FunctionRef<void(const v1::state::Disabled&)>;
+
+// Reads the snapshot at `path`; calls `pause_sink` once per pause, `sink`
+// once per endpoint record and `disabled_sink` once per disabled endpoint,
+// in file order, only if the outcome is kLoaded.
+LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
+                        PauseSink pause_sink, DisabledSink disabled_sink);
+// The same, skipping the disabled endpoints.
 LoadResult LoadSnapshot(const std::string& path, RecordSink sink,
                         PauseSink pause_sink);
 // The same, skipping the pauses.
@@ -94,6 +101,7 @@ class SnapshotWriter {
   // InvalidArgument for a record over kMaxRecordBytes (see Limits).
   absl::Status Add(const v1::state::Endpoint& record);
   absl::Status AddPause(const v1::state::Pause& pause);
+  absl::Status AddDisabled(const v1::state::Disabled& disabled);
   // Trailer, fsync, rename over `path`, fsync of the directory. The writer
   // is spent afterwards, whatever the result.
   absl::Status Commit();

@@ -38,6 +38,7 @@ StateKeeper::LoadSummary StateKeeper::Load() {
   LoadSummary summary;
   std::vector<engine::EndpointRecord> batch;
   batch.reserve(kImportBatch);
+  std::vector<engine::Disable> disabled;
   auto flush = [&] {
     const engine::ImportStats s = engine_->ImportState(batch);
     summary.import.restored += s.restored;
@@ -52,8 +53,11 @@ StateKeeper::LoadSummary StateKeeper::Load() {
         batch.push_back(FromProto(e));
         if (batch.size() == kImportBatch) flush();
       },
-      [&](const v1::state::Pause& p) { RestorePause(p, &summary); });
+      [&](const v1::state::Pause& p) { RestorePause(p, &summary); },
+      [&](const v1::state::Disabled& d) { disabled.push_back(FromProto(d)); });
   if (!batch.empty()) flush();
+  // After every record: a disable tracks its endpoint.
+  for (const engine::Disable& d : disabled) RestoreDisabled(d, &summary);
   summary.outcome = r.outcome;
   if (r.outcome != LoadOutcome::kLoaded) {
     options_.log(absl::StrCat(r.message, "; starting with fresh state"));
@@ -69,7 +73,9 @@ StateKeeper::LoadSummary StateKeeper::Load() {
       summary.import.rejected, " with keys now invalid, ",
       summary.import.skipped, " already tracked or over max_endpoints; ",
       summary.pauses_restored, " pauses restored, ", summary.pauses_ended,
-      " ended meanwhile, ", summary.pauses_refused, " refused; in ",
+      " ended meanwhile, ", summary.pauses_refused, " refused; ",
+      summary.disabled_restored, " disabled endpoints restored, ",
+      summary.disabled_refused, " refused; in ",
       absl::FormatDuration(
           absl::Trunc(clock_->Now() - started, absl::Milliseconds(1)))));
   CountLoad(r.outcome, summary.import.restored);
@@ -91,6 +97,20 @@ void StateKeeper::RestorePause(const v1::state::Pause& proto,
                               absl::CEscape(proto.target().substr(0, 200)),
                               "\" is not restored: ", s.message()));
   }
+}
+
+void StateKeeper::RestoreDisabled(const engine::Disable& d,
+                                  LoadSummary* summary) {
+  const absl::Status s = engine_->RestoreDisable(d);
+  if (s.ok()) {
+    ++summary->disabled_restored;
+    return;
+  }
+  ++summary->disabled_refused;
+  options_.log(absl::StrCat("state file ", options_.path,
+                            ": the disable of endpoint \"",
+                            absl::CEscape(d.endpoint.substr(0, 200)),
+                            "\" is not restored: ", s.message()));
 }
 
 absl::Status StateKeeper::SaveNow() {
@@ -117,6 +137,11 @@ absl::Status StateKeeper::SaveNow() {
         status = (*writer)->Add(proto);
       }
     });
+    v1::state::Disabled disabled;
+    for (const engine::Disable& d : engine_->disables().List()) {
+      ToProto(d, &disabled);
+      if (status.ok()) status = (*writer)->AddDisabled(disabled);
+    }
     records = (*writer)->records();
     if (status.ok()) status = (*writer)->Commit();
     bytes = (*writer)->bytes();

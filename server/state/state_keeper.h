@@ -56,6 +56,9 @@ class StateKeeper {
     int64_t pauses_restored = 0;
     int64_t pauses_ended = 0;
     int64_t pauses_refused = 0;
+    // Disabled endpoints: put back, refused (each refusal is logged).
+    int64_t disabled_restored = 0;
+    int64_t disabled_refused = 0;
   };
 
   // `engine`, `clock` and options.metrics must outlive the keeper.
@@ -77,6 +80,7 @@ class StateKeeper {
   void EndThread();
   void CountLoad(LoadOutcome outcome, int64_t restored);
   void RestorePause(const v1::state::Pause& proto, LoadSummary* summary);
+  void RestoreDisabled(const engine::Disable& d, LoadSummary* summary);
 
   engine::Engine* engine_;
   const engine::Clock* clock_;

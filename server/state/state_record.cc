@@ -85,6 +85,7 @@ void ReleaseToProto(const engine::EndpointRecord& in, v1::state::Release* out) {
   out->set_closed_since_unix_nanos(q.closed_since_ns);
   out->set_parked_seconds(q.parked_seconds);
   out->set_backlog(q.backlog);
+  out->set_unavailable_since_unix_nanos(in.unavailable_since_ns);
 }
 
 void ReleaseFromProto(const v1::state::Release& in, engine::EndpointRecord* r) {
@@ -111,6 +112,7 @@ void ReleaseFromProto(const v1::state::Release& in, engine::EndpointRecord* r) {
   q.closed_since_ns = in.closed_since_unix_nanos();
   q.parked_seconds = in.parked_seconds();
   q.backlog = in.backlog();
+  r->unavailable_since_ns = in.unavailable_since_unix_nanos();
 }
 
 }  // namespace
@@ -153,6 +155,7 @@ void ToProto(const engine::Pause& in, v1::state::Pause* out) {
   out->set_until_unix_nanos(absl::ToUnixNanos(in.until));
   out->set_reason(in.reason);
   out->set_paused_by(in.paused_by);
+  out->set_id(in.id);
 }
 
 engine::Pause FromProto(const v1::state::Pause& in) {
@@ -166,7 +169,32 @@ engine::Pause FromProto(const v1::state::Pause& in) {
   p.until = instant(in.until_unix_nanos());
   p.reason = in.reason();
   p.paused_by = in.paused_by();
+  p.id = in.id();
   return p;
+}
+
+void ToProto(const engine::Disable& in, v1::state::Disabled* out) {
+  out->Clear();
+  out->set_endpoint(in.endpoint);
+  out->set_trigger(static_cast<v1::DisableTrigger>(in.trigger));
+  out->set_since_unix_nanos(absl::ToUnixNanos(in.since));
+  out->set_reason(in.reason);
+  out->set_disabled_by(in.by);
+  out->set_operation_id(in.operation_id);
+}
+
+engine::Disable FromProto(const v1::state::Disabled& in) {
+  engine::Disable d;
+  d.endpoint = in.endpoint();
+  const int t = in.trigger();
+  d.trigger = t >= 1 && t <= engine::kMaxDisableTrigger
+                  ? static_cast<engine::DisableTrigger>(t)
+                  : engine::DisableTrigger::kOperator;
+  d.since = absl::FromUnixNanos(in.since_unix_nanos());
+  d.reason = in.reason();
+  d.by = in.disabled_by();
+  d.operation_id = in.operation_id();
+  return d;
 }
 
 }  // namespace stagger::state

@@ -3,13 +3,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status/json.h"
 #include "core/status/query_string.h"
 #include "server/service/coordinator_service.h"
 #include "server/service/proto_convert.h"
+#include "server/service/watch_events.h"
+#include "stagger/v1/admin.pb.h"
 #include "stagger/v1/coordinator.pb.h"
+#include "stagger/v1/watch.pb.h"
 
 namespace stagger::status {
 namespace {
@@ -136,6 +140,79 @@ HttpResponse StatusApi::Decisions(absl::string_view query) const {
                          ",\"verdicts\":{", verdicts, "}}"));
 }
 
+HttpResponse StatusApi::Pauses(absl::string_view query) const {
+  if (auto params = ParseQueryString(query, {}); !params.ok()) {
+    return Error(params.status());
+  }
+  v1::ListPausesResponse resp;
+  for (const engine::Pause& p : engine_->pauses().List(clock_->Now())) {
+    service::ToProto(p, resp.add_pauses());
+  }
+  return Ok(ProtoJson(resp, /*indent=*/false));
+}
+
+HttpResponse StatusApi::Disabled(absl::string_view query) const {
+  if (auto params = ParseQueryString(query, {}); !params.ok()) {
+    return Error(params.status());
+  }
+  v1::ListDisabledResponse resp;
+  for (const engine::Disable& d : engine_->disables().List()) {
+    v1::DisabledEndpoint* out = resp.add_endpoints();
+    out->set_endpoint(d.endpoint);
+    service::ToProto(d, out->mutable_disabled());
+  }
+  return Ok(ProtoJson(resp, /*indent=*/false));
+}
+
+namespace {
+
+// A decimal uint64 query parameter, `fallback` if absent.
+absl::StatusOr<uint64_t> Uint64Param(const QueryParams& params,
+                                     absl::string_view name,
+                                     uint64_t fallback) {
+  const std::optional<absl::string_view> v = params.Get(name);
+  if (!v.has_value()) return fallback;
+  uint64_t out = 0;
+  if (v->empty() || v->size() > 20 ||
+      v->find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(*v, &out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query: ", name, ": want a decimal number, got ", Quoted(*v)));
+  }
+  return out;
+}
+
+}  // namespace
+
+HttpResponse StatusApi::Events(absl::string_view query) const {
+  auto params = ParseQueryString(query, {"after", "limit", "incarnation"});
+  if (!params.ok()) return Error(params.status());
+  if (log_ == nullptr) {
+    return Error(absl::NotFoundError("events: this server keeps no watch log"));
+  }
+  absl::StatusOr<uint64_t> after = Uint64Param(*params, "after", 0);
+  if (!after.ok()) return Error(after.status());
+  absl::StatusOr<int> limit = IntParam(*params, "limit", 1, 1000, 100);
+  if (!limit.ok()) return Error(limit.status());
+  absl::StatusOr<uint64_t> incarnation =
+      Uint64Param(*params, "incarnation", log_->incarnation());
+  if (!incarnation.ok()) return Error(incarnation.status());
+  const bool restarted = *incarnation != log_->incarnation();
+  const uint64_t from = restarted ? 0 : *after + 1;
+  service::WatchLog::Page page = log_->Read(from, {}, *limit);
+  std::string events;
+  for (const v1::WatchEvent& e : page.events) {
+    absl::StrAppend(&events, events.empty() ? "" : ",",
+                    ProtoJson(e, /*indent=*/false));
+  }
+  return Ok(absl::StrCat(
+      "{\"replica\":", JsonString(log_->replica()), ",\"incarnation\":\"",
+      log_->incarnation(), "\",\"oldest\":", log_->oldest(),
+      ",\"next\":", page.next - 1, ",\"restarted\":",
+      restarted ? "true" : "false", ",\"missed_from\":", page.missed_from,
+      ",\"missed_to\":", page.missed_to, ",\"events\":[", events, "]}"));
+}
+
 void StatusApi::AddRoutes(HttpRoutes* routes) const {
   (*routes)["/api/summary"] = [this](absl::string_view q) { return Summary(q); };
   (*routes)["/api/endpoints"] = [this](absl::string_view q) {
@@ -147,6 +224,11 @@ void StatusApi::AddRoutes(HttpRoutes* routes) const {
   (*routes)["/api/decisions"] = [this](absl::string_view q) {
     return Decisions(q);
   };
+  (*routes)["/api/pauses"] = [this](absl::string_view q) { return Pauses(q); };
+  (*routes)["/api/disabled"] = [this](absl::string_view q) {
+    return Disabled(q);
+  };
+  (*routes)["/api/events"] = [this](absl::string_view q) { return Events(q); };
 }
 
 }  // namespace stagger::status

@@ -23,6 +23,20 @@
 //   GET /api/decisions  {"last_second": Unix s, "seconds": 600, "verdicts":
 //                       {"PROCEED": [600 counts, oldest first], "DEFER",
 //                       "GIVE_UP", "DONE"}} from the DecisionRing
+//   GET /api/pauses     ListPausesResponse's JSON (`staggerctl list
+//                       --state=PAUSED --json`): every pause in force,
+//                       tracked endpoint or not, prefix pauses as their own
+//   GET /api/disabled   ListDisabledResponse's JSON: every disabled endpoint
+//   GET /api/events     ?after=N&limit=1..1000&incarnation=I: the watch's
+//                       events (watch.proto's WatchEvent JSON) numbered
+//                       > N (default 0: the oldest held), at most `limit`
+//                       (default 100), with "replica", "incarnation" (a
+//                       decimal string), "oldest", "next" (the `after` of
+//                       the next poll: the last number examined),
+//                       "restarted" (an `incarnation` given that is not
+//                       this one: the events come from the oldest held)
+//                       and "missed_from"/"missed_to" (events after N no
+//                       longer held; 0 if none). 404 without a log.
 //
 // Each answers 200 with its document, or {"error": message} with 400 (a
 // query it refuses: status/query_string.h, or a key the engine refuses) or
@@ -37,20 +51,26 @@
 #include "core/engine/engine.h"
 #include "core/status/decision_ring.h"
 #include "core/status/http_server.h"
+#include "server/service/watch_log.h"
 #include "server/status/peer_health.h"
 
 namespace stagger::status {
 
 class StatusApi {
  public:
+  // `log` may be null (no events).
   StatusApi(const engine::Engine* engine, const PeerHealth* peers,
-            const DecisionRing* ring, const engine::Clock* clock)
-      : engine_(engine), peers_(peers), ring_(ring), clock_(clock) {}
+            const DecisionRing* ring, const engine::Clock* clock,
+            service::WatchLog* log = nullptr)
+      : engine_(engine), peers_(peers), ring_(ring), clock_(clock), log_(log) {}
 
   HttpResponse Summary(absl::string_view query) const;
   HttpResponse Endpoints(absl::string_view query) const;
   HttpResponse Endpoint(absl::string_view query) const;
   HttpResponse Decisions(absl::string_view query) const;
+  HttpResponse Pauses(absl::string_view query) const;
+  HttpResponse Disabled(absl::string_view query) const;
+  HttpResponse Events(absl::string_view query) const;
 
   // The routes above, for HttpServer.
   void AddRoutes(HttpRoutes* routes) const;
@@ -60,6 +80,7 @@ class StatusApi {
   const PeerHealth* const peers_;
   const DecisionRing* const ring_;
   const engine::Clock* const clock_;
+  service::WatchLog* const log_;
 };
 
 }  // namespace stagger::status

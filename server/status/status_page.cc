@@ -6,15 +6,15 @@ namespace stagger::status {
 
 StatusPage::StatusPage(const StatusPageOptions& options,
                        const engine::Engine* engine,
-                       const engine::Clock* clock)
+                       const engine::Clock* clock, service::WatchLog* log)
     : ring_(clock),
       peers_(options.members, options.self, options.peers),
-      api_(engine, &peers_, &ring_, clock) {}
+      api_(engine, &peers_, &ring_, clock, log) {}
 
 absl::StatusOr<std::unique_ptr<StatusPage>> StatusPage::Start(
     const StatusPageOptions& options, const engine::Engine* engine,
-    const engine::Clock* clock) {
-  std::unique_ptr<StatusPage> page(new StatusPage(options, engine, clock));
+    const engine::Clock* clock, service::WatchLog* log) {
+  std::unique_ptr<StatusPage> page(new StatusPage(options, engine, clock, log));
   HttpRoutes routes;
   for (size_t i = 0; i < kStatusAssets_count; ++i) {
     routes[kStatusAssets[i].path] = AssetHandler(kStatusAssets[i]);

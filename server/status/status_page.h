@@ -40,9 +40,10 @@ struct StatusPageOptions {
 
 class StatusPage {
  public:
+  // `log`: the watch's change log for the live feed (null: none).
   static absl::StatusOr<std::unique_ptr<StatusPage>> Start(
       const StatusPageOptions& options, const engine::Engine* engine,
-      const engine::Clock* clock);
+      const engine::Clock* clock, service::WatchLog* log = nullptr);
   ~StatusPage();
   StatusPage(const StatusPage&) = delete;
   StatusPage& operator=(const StatusPage&) = delete;
@@ -52,7 +53,7 @@ class StatusPage {
 
  private:
   StatusPage(const StatusPageOptions& options, const engine::Engine* engine,
-             const engine::Clock* clock);
+             const engine::Clock* clock, service::WatchLog* log);
 
   DecisionRing ring_;
   PeerHealth peers_;

@@ -336,6 +336,44 @@ def test_a_coordinator_killed_leaves_the_agent_answering(procs, tmp_path):
             agent.scrape(), "stagger_client_lease_decisions_total") > before))
 
 
+def test_the_fallback_keeps_to_the_last_not_clear_set(procs, tmp_path):
+    """staggerd dies after it pushed an open breaker and a pause: the
+    agent's fallback does not answer those keys as healthy. The paused one
+    is deferred until its pause ends, the tripped one gets the local
+    breaker opened; a healthy key proceeds."""
+    sd = procs(Staggerd(STAGGERD, extra=LEASE_TTL + quick_config(
+        tmp_path, "consecutive_failures: 3 open_base { seconds: 60 } "
+        "open_max { seconds: 60 }")))
+    status_port = free_port()
+    agent = procs(Agent(AGENT, os.path.join(sockdir(), "a.sock"), sd.target,
+                        extra=["--call_deadline=2s",
+                               "--status_address=127.0.0.1:%d" % status_port]))
+    s = stub(agent.target)
+    tripped, paused, healthy = ("https://tripped.example",
+                                "https://paused.example",
+                                "https://healthy.example")
+    wait_for_lease(agent, s, healthy)
+    trip(s, tripped)
+    subprocess.run([os.environ["STAGGERCTL"], "--address=" + sd.target,
+                    "pause", paused, "--for", "10m", "--reason", "maintenance"],
+                   check=True, capture_output=True, timeout=30)
+    poll_until("both keys in the agent's copy of the set", lambda: {
+        e["target"] for e in agent_status(status_port)["not_clear"]} >= {
+            tripped, paused})
+    sd.kill()
+    time.sleep(1.5)  # the 1 s lease has ended: the fallback decides
+    d = s.Admit(pb.AdmitRequest(endpoint=paused, attempt=1),
+                timeout=TIMEOUT).decision
+    assert (d.verdict, d.reason) == (pb.DEFER, pb.PAUSED), d
+    assert d.defer_for.seconds > 500, d  # until the pause's end (10 min)
+    d = s.Admit(pb.AdmitRequest(endpoint=tripped, attempt=1),
+                timeout=TIMEOUT).decision
+    assert (d.verdict, d.reason) == (pb.DEFER, pb.CIRCUIT_OPEN), d
+    d = s.Admit(pb.AdmitRequest(endpoint=healthy, attempt=1),
+                timeout=TIMEOUT).decision
+    assert d.verdict == pb.PROCEED, d
+
+
 def test_an_agent_killed_leaves_the_workers_library_deciding(procs):
     from stagger import CoordinatorClient, Source
     sd = procs(Staggerd(STAGGERD))

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # staggerctl against a real plaintext staggerd on a free loopback port: the
-# table and --json outputs, pause/resume/reset, and every exit code
+# table and --json outputs, pause/resume/reset, disable/enable and
+# list --state=DISABLED, watch (lines, --json, one line per operator's
+# command across two replicas), and every exit code
 # (commands.h): 0 done, 2 bad usage (unknown flag or command, bad value,
 # missing operand), 3 unreachable, 5 not found, 6 invalid argument; and
 # --address A,B against two staggerds (each command on both, exit codes
@@ -64,7 +66,7 @@ expect 2 'unknown command "frobnicate"' -- frobnicate
 expect 2 "flag --for=abc" -- pause "$key" --for=abc --reason x
 expect 2 'exactly one of KEY or --prefix' -- pause "$key" --prefix p --for 1m --reason x
 expect 2 '--reason TEXT is required' -- pause "$key" --for 1m
-expect 2 'expected OPEN, HALF_OPEN, CLOSED or PAUSED' -- list --state=SHUT
+expect 2 'expected OPEN, HALF_OPEN, CLOSED, PAUSED or DISABLED' -- list --state=SHUT
 expect 2 'need --tls_ca_file' -- --tls_cert_file=/nonexistent status
 expect 0 'Exit codes' -- --help
 # Two replicas: --address A,B runs the command on each, in order.
@@ -77,6 +79,53 @@ addr="127.0.0.1:$port,127.0.0.1:$port2" expect 5 'no pause in force' -- resume -
 addr="127.0.0.1:$port2" expect 0 'paused' -- pause --prefix "$p" --for 10m --reason maint
 addr="127.0.0.1:$port,127.0.0.1:$port2" expect 0 'no pause in force' -- resume --prefix "$p"
 addr="127.0.0.1:$port, ,127.0.0.1:$port2" expect 2 'an empty address' -- status
+# Disable and enable, on both replicas; the watch of both prints one line
+# per event (the disable once: one command, one operation id), or JSON.
+gone=https://gone.example/hooks
+expect 2 'disable: --reason TEXT is required' -- disable "$gone"
+addr="127.0.0.1:$port,127.0.0.1:$port2" expect 0 "disabled $gone.*disabled $gone" -- disable "$gone" --reason "tenant deleted it"
+expect 0 "$gone +OPERATOR .*tenant deleted it +unauthenticated" -- list --state=DISABLED
+expect 0 '"trigger": "DISABLE_TRIGGER_OPERATOR"' -- list --state=DISABLED --json
+expect 0 'disabled endpoints +1' -- status
+expect 0 "disabled +OPERATOR since" -- get "$gone"
+addr="127.0.0.1:$port,127.0.0.1:$port2" expect 0 "enabled $gone \\(disabled by OPERATOR" -- enable "$gone"
+expect 5 'NOT_FOUND: endpoint: not disabled' -- enable "$gone"
+expect 2 '--kinds: unknown kind "NOPE"' -- watch --kinds=NOPE
+watch_out=$(mktemp); watch_json=$(mktemp)
+"$ctl_bin" --address="127.0.0.1:$port,127.0.0.1:$port2" watch --history --kinds=disabled,ENABLED >"$watch_out" 2>/dev/null &
+wpid=$!
+"$ctl_bin" --address="127.0.0.1:$port" watch --history --json --kinds=DISABLED >"$watch_json" 2>/dev/null &
+jpid=$!
+for _ in $(seq 1 200); do
+  [ "$(grep -c ' ENABLED ' "$watch_out")" = 1 ] && [ -s "$watch_json" ] && break
+  sleep 0.1
+done
+kill -TERM "$wpid" "$jpid"; wait "$wpid"; wcode=$?; wait "$jpid"
+if [ "$wcode" = 0 ] && [ "$(grep -c " DISABLED $gone trigger=OPERATOR reason=\"tenant deleted it\" by=unauthenticated op=ctl-" "$watch_out")" = 1 ] &&
+   [ "$(grep -c " ENABLED $gone" "$watch_out")" = 1 ] && [ "$(wc -l <"$watch_out")" = 2 ] &&
+   grep -q '"kind":"EVENT_DISABLED"' "$watch_json"; then
+  echo "ok: staggerctl watch: one line per event, once across replicas, --json"
+else
+  echo "FAIL: staggerctl watch (exit $wcode):"; cat "$watch_out" "$watch_json"; fail=1
+fi
+# --resume_file: a second watch starts right after what the first saw.
+tokens=$(mktemp -u)
+"$ctl_bin" --address="127.0.0.1:$port" watch --history --resume_file="$tokens" >"$watch_out" 2>/dev/null &
+wpid=$!
+for _ in $(seq 1 200); do grep -q ' ENABLED ' "$watch_out" && [ -s "$tokens" ] && break; sleep 0.1; done
+kill -TERM "$wpid"; wait "$wpid"
+expect 0 "disabled https://later.example/x" -- disable https://later.example/x --reason later
+"$ctl_bin" --address="127.0.0.1:$port" watch --resume_file="$tokens" >"$watch_out" 2>/dev/null &
+wpid=$!
+for _ in $(seq 1 200); do grep -q 'later.example' "$watch_out" && break; sleep 0.1; done
+kill -TERM "$wpid"; wait "$wpid"
+if [ "$(wc -l <"$watch_out")" = 1 ] && grep -q ' DISABLED https://later.example/x ' "$watch_out" &&
+   grep -q "^127.0.0.1:$port [0-9a-f]*\.[0-9]*$" "$tokens"; then
+  echo "ok: staggerctl watch --resume_file: the new event, nothing before it"
+else
+  echo "FAIL: staggerctl watch --resume_file:"; cat "$watch_out" "$tokens"; fail=1
+fi
+rm -f "$watch_out" "$watch_json" "$tokens"
 # Unreachable: a port nothing listens on (staggerd's own, after it stops).
 kill "$pid"; wait "$pid" 2>/dev/null
 expect 3 'UNAVAILABLE.*cannot reach staggerd' -- --timeout=2s status

@@ -118,7 +118,9 @@ test("secure overlay: mutual TLS from a cert-manager Certificate, the policy in 
   assert.ok(cert.spec.dnsNames.includes("staggerd.stagger.svc"));
   const authz = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name === "staggerd-authz");
   const policy = JSON.parse(authz.data["authz-policy.json"]);
-  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "readers", "admins"]);
+  assert.deepEqual(policy.allow_rules.map((r) => r.name), ["probes-and-health", "workers", "readers", "observers", "admins"]);
+  const observers = policy.allow_rules.find((r) => r.name === "observers");
+  assert.deepEqual(observers.request.paths, ["/stagger.v1.EndpointWatch/*"]);
 });
 
 test("agent overlay: the ha overlay's coordinators + a DaemonSet of agents, in the namespace stagger", () => {

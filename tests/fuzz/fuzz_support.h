@@ -125,7 +125,7 @@ inline bool ValidPair(engine::Verdict v, engine::Reason r) {
              r == R::kPaced || r == R::kPaused;
     case engine::Verdict::kGiveUp:
       return r == R::kNotRetryable || r == R::kAttemptsExhausted ||
-             r == R::kDeadline;
+             r == R::kDeadline || r == R::kEndpointDisabled;
     case engine::Verdict::kDone:
       return r == R::kSucceeded;
   }

@@ -493,14 +493,14 @@ TEST(MetricCatalog, DocCheckCatchesDrift) {
   EXPECT_THAT(mutate("| `stagger_endpoints_tracked` | gauge |",
                      "| `stagger_endpoints_tracked` | counter |"),
               Contains(HasSubstr("the table says counter")));
-  EXPECT_THAT(mutate("\\|PAUSED\\|RELEASED |", "\\|PAUSED |"),
+  EXPECT_THAT(mutate("\\|RELEASED\\|ENDPOINT_DISABLED |", "\\|RELEASED |"),
               Contains(HasSubstr("values of reason differ")));
   EXPECT_THAT(mutate("`attempt` = 2..K\\|overflow", "`attempt` = 3..K\\|overflow"),
               Contains(HasSubstr("values of attempt differ")));
   EXPECT_THAT(mutate("buckets 10 µs .. 1 s", "buckets 10 µs .. 2 s"),
               Contains(HasSubstr("stagger_rpc_duration_seconds: the table "
                                  "does not say \"buckets 10 µs .. 1 s\"")));
-  EXPECT_THAT(mutate("\\|force_breaker |", " |"),
+  EXPECT_THAT(mutate("\\|force_breaker\\|disable\\|enable |", " |"),
               Contains(HasSubstr("values of action differ")));
   EXPECT_THAT(mutate("| `stagger_client_coordinator_up` | gauge | |",
                      "| `stagger_client_coordinator_up` | gauge | `code` |"),

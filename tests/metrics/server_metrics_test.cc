@@ -59,7 +59,7 @@ const std::set<std::string> kReasons = {
     "ATTEMPTS_EXHAUSTED", "NOT_RETRYABLE", "DEADLINE",
     "SUCCEEDED",       "HALF_OPEN_BUSY",   "RETRY_AFTER_WINDOW",
     "ADMITTED",        "PACED",            "LAST_CHANCE",
-    "PAUSED",          "RELEASED"};
+    "PAUSED",          "RELEASED",         "ENDPOINT_DISABLED"};
 const std::set<std::string> kStates = {"CLOSED", "OPEN", "HALF_OPEN"};
 const std::set<std::string> kMethods = {"Admit",       "Report",
                                         "AdmitBatch",  "ReportBatch",
@@ -507,8 +507,8 @@ TEST(ServerMetricsTest, RecordingFromManyThreadsCreatesNoSeriesAndLosesNothing) 
   EXPECT_EQ(registry.Collect().size(), families_before);
 
   const int n = kThreads * kRounds;
-  // Every one of the 136 combinations, n times each.
-  EXPECT_EQ(t.Sum("stagger_decisions_total"), 136.0 * n);
+  // Every one of the 144 combinations, n times each.
+  EXPECT_EQ(t.Sum("stagger_decisions_total"), 144.0 * n);
   EXPECT_EQ(t.Value("stagger_decisions_total", {{"call", "report"},
                                                 {"verdict", "DONE"},
                                                 {"reason", "ADMITTED"}}),
@@ -520,7 +520,7 @@ TEST(ServerMetricsTest, RecordingFromManyThreadsCreatesNoSeriesAndLosesNothing) 
   // Reason RETRY_AFTER flagged seen in all 2 x 4 of its decisions.
   EXPECT_EQ(t.Value("stagger_retry_after_total"), 8.0 * n);
   EXPECT_EQ(t.Value("stagger_budget_refusals_total"), 8.0 * n);
-  EXPECT_EQ(t.Sum("stagger_breaker_transitions_total"), 136.0 * n);
+  EXPECT_EQ(t.Sum("stagger_breaker_transitions_total"), 144.0 * n);
   EXPECT_EQ(t.Sum("stagger_rpc_duration_seconds_count"), 6.0 * n);
   EXPECT_EQ(t.Sum("stagger_batch_size_count"), 2.0 * n);
   EXPECT_EQ(t.Sum("stagger_config_reloads_total"), n);
@@ -552,6 +552,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"result", {"success", "failure"}},
       {"attempt", Attempts(20)},
       {"direction", {"in", "out"}},
+      {"trigger", {"operator", "unavailable", "permanent_failures"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(

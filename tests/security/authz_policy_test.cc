@@ -246,6 +246,8 @@ TEST(AuthzParseTest, ShippedExamplePolicy) {
   const AuthzPeer worker = Cert({"spiffe://stagger.example/ns/deliveries/sa/worker"}, {});
   const AuthzPeer reader = Cert({"spiffe://stagger.example/ns/ops/sa/reader"}, {});
   const AuthzPeer admin = Cert({}, {"admin.stagger.example"});
+  const AuthzPeer notifier =
+      Cert({"spiffe://stagger.example/ns/ops/sa/notifier"}, {});
   EXPECT_TRUE(allowed(worker, "/stagger.v1.RetryCoordinator/Admit"));
   EXPECT_TRUE(allowed(worker, "/stagger.v1.RetryCoordinator/ReportBatch"));
   EXPECT_FALSE(allowed(worker, "/stagger.v1.RetryCoordinator/ListEndpoints"));
@@ -257,6 +259,16 @@ TEST(AuthzParseTest, ShippedExamplePolicy) {
   EXPECT_TRUE(allowed(admin, "/stagger.v1.Admin/Pause"));
   EXPECT_TRUE(allowed(admin, "/stagger.v1.RetryCoordinator/ListEndpoints"));
   EXPECT_FALSE(allowed(admin, "/stagger.v1.RetryCoordinator/Admit"));
+  // The observer role: the watch, nothing else.
+  EXPECT_TRUE(allowed(notifier, "/stagger.v1.EndpointWatch/Watch"));
+  EXPECT_TRUE(allowed(reader, "/stagger.v1.EndpointWatch/Watch"));
+  EXPECT_TRUE(allowed(admin, "/stagger.v1.EndpointWatch/Watch"));
+  EXPECT_FALSE(allowed(worker, "/stagger.v1.EndpointWatch/Watch"));
+  EXPECT_FALSE(allowed(notifier, "/stagger.v1.Admin/Disable"));
+  EXPECT_FALSE(allowed(notifier, "/stagger.v1.RetryCoordinator/Admit"));
+  EXPECT_FALSE(allowed(reader, "/stagger.v1.Admin/Disable"));
+  EXPECT_TRUE(allowed(admin, "/stagger.v1.Admin/Disable"));
+  EXPECT_TRUE(allowed(admin, "/stagger.v1.Admin/Enable"));
   EXPECT_TRUE(allowed(AuthzPeer{}, "/grpc.health.v1.Health/Check"));
   EXPECT_FALSE(allowed(AuthzPeer{}, "/stagger.v1.RetryCoordinator/Admit"));
 }

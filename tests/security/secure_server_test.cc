@@ -43,6 +43,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "stagger/v1/admin.grpc.pb.h"
+#include "stagger/v1/watch.grpc.pb.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 #include "tests/testing/blackbox_util.h"
 #include "tests/testing/files.h"
@@ -166,6 +167,22 @@ class SecureServerTest : public ::testing::Test {
     v1::ListPausesResponse resp;
     return stub->ListPauses(&ctx, v1::ListPausesRequest(), &resp);
   }
+  // The first message of a Watch stream (the observers' role).
+  static grpc::Status WatchCall(const std::shared_ptr<grpc::Channel>& ch) {
+    auto stub = v1::EndpointWatch::NewStub(ch);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    auto reader = stub->Watch(&ctx, v1::WatchRequest());
+    v1::WatchResponse first;
+    if (reader->Read(&first)) {
+      ctx.TryCancel();
+      while (reader->Read(&first)) {
+      }
+      reader->Finish();
+      return grpc::Status::OK;
+    }
+    return reader->Finish();
+  }
   double Metric(const char* series) const {
     return ScrapeMetric(server_->metrics_port(), series).value_or(-1);
   }
@@ -220,8 +237,17 @@ TEST_F(SecureServerTest, PolicyGivesEachRoleItsMethodsAndCountsDenials) {
   EXPECT_TRUE(AdminCall(admin).ok());
   EXPECT_EQ(Admit(admin).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 
+  // The watch is the observers' (the admin is one); not the workers' nor
+  // the readers' in this policy.
+  EXPECT_TRUE(WatchCall(admin).ok());
+  EXPECT_EQ(WatchCall(worker).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(WatchCall(reader).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
   EXPECT_EQ(Metric(kDeniedCoordinator), 3);  // worker List, reader and admin Admit
   EXPECT_EQ(Metric(kDeniedAdmin), 2);        // worker and reader
+  EXPECT_EQ(Metric("stagger_authz_denied_total{cause=\"no_allow_rule\","
+                   "service=\"stagger.v1.EndpointWatch\"}"),
+            2);
   // The metric's labels never carry request data: no endpoint key anywhere.
   auto scrape = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(scrape.ok()) << scrape.status();
@@ -284,6 +310,18 @@ TEST_F(SecureServerTest, AdminPausesWithStaggerctlAndWorkersAreHeld) {
   EXPECT_THAT(server_->output(), ::testing::Not(HasSubstr("hooks.example.com")));
   EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"pause\"}"), 1);
   EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"resume\"}"), 1);
+
+  // Disable and enable are Admin writes too: the admin's, not a reader's.
+  EXPECT_EQ(ctl("reader", "disable https://hooks.example.com/a --reason x", &out), 4) << out;
+  ASSERT_EQ(ctl("admin", "disable https://hooks.example.com/a --reason 'tenant gone'", &out), 0) << out;
+  ASSERT_TRUE(Admit(worker, nullptr, &resp).ok());
+  EXPECT_EQ(resp.decision().verdict(), v1::GIVE_UP);
+  EXPECT_EQ(resp.decision().reason(), v1::ENDPOINT_DISABLED);
+  ASSERT_EQ(ctl("admin", "enable https://hooks.example.com/a", &out), 0) << out;
+  EXPECT_TRUE(server_->WaitForOutput(
+      "admin: spiffe://stagger.test/admin disabled endpoint key#", from));
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"disable\"}"), 1);
+  EXPECT_EQ(Metric("stagger_admin_actions_total{action=\"enable\"}"), 1);
 
   // Force the breaker open: the worker is deferred by it; a reset forgets
   // it and the worker goes again.

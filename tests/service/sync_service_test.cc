@@ -211,6 +211,32 @@ TEST_F(SyncServiceTest, BadMessagesAndAnotherProtocolAreRefusedByName) {
   }
 }
 
+TEST_F(SyncServiceTest, AMixedFleetServesTheNewAgentAndRefusesTheOld) {
+  // A protocol-2 agent and, on the same replica, one of protocol 1 (its
+  // hello has no protocol field: 0). The old one is refused by name and
+  // goes on through unary calls; the new one is leased as ever.
+  std::unique_ptr<Stream> now = Open();
+  ASSERT_TRUE(now->rw->Write(Hello()));
+  v1::SyncDown down;
+  ASSERT_TRUE(now->rw->Read(&down));
+  const uint64_t v = down.snapshot().version();
+  std::unique_ptr<Stream> old = Open();
+  v1::SyncUp hello = Hello(/*protocol=*/0);
+  hello.mutable_hello()->set_agent_id("node-old");
+  hello.mutable_hello()->clear_members();
+  ASSERT_TRUE(old->rw->Write(hello));
+  EXPECT_FALSE(old->rw->Read(&down));
+  const grpc::Status st = old->rw->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("the agent 0; upgrade the agent"),
+            std::string::npos)
+      << st.error_message();
+  Advance(kTtl);
+  ASSERT_TRUE(now->rw->Write(Renew(2, v)));
+  ASSERT_TRUE(now->rw->Read(&down));
+  EXPECT_EQ(down.renewed(), 2u);
+}
+
 TEST_F(SyncServiceTest, TheDrainEndsEveryStreamWithOk) {
   std::unique_ptr<Stream> s = Open();
   ASSERT_TRUE(s->rw->Write(Hello()));

@@ -162,6 +162,54 @@ TEST_F(StateKeeperTest, OperatorPausesSurviveARestartAndEndedOnesAreDropped) {
   EXPECT_NE(second->Admit(in)->reason, engine::Reason::kPaused);
 }
 
+// A disable by hand and one by the permanent-failure trigger survive a
+// restart with who, why and since; one idle past the eviction age too (a
+// disabled endpoint is never idle enough to drop); a pause keeps its id.
+TEST_F(StateKeeperTest, DisabledEndpointsSurviveARestartWhateverTheirAge) {
+  engine::EngineConfig c = Config();
+  c.default_policy.disable.permanent_failures = 2;
+  auto first = NewEngine(c);
+  const absl::Time t0 = clock_.Now();
+  engine::Disable d;
+  d.reason = "tenant deleted it";
+  d.by = "spiffe://ops/alice";
+  d.operation_id = "op-7";
+  ASSERT_TRUE(first->Disable("https://gone.example/a", d).ok());
+  ASSERT_TRUE(first->pauses()
+                  .Set("https://p.example/", true, absl::Hours(2), "m", "ops",
+                       t0, "op-pause")
+                  .ok());
+  clock_.Advance(absl::Minutes(30));
+  Report(*first, "https://410.example/b", Outcome::kNotRetryable);
+  Report(*first, "https://410.example/b", Outcome::kNotRetryable);
+  StateKeeper(first.get(), &clock_, Options()).SaveNow().IgnoreError();
+
+  clock_.Advance(absl::Minutes(1));
+  auto second = NewEngine(c);
+  const auto s = StateKeeper(second.get(), &clock_, Options()).Load();
+  EXPECT_EQ(s.disabled_restored, 2);
+  EXPECT_EQ(s.disabled_refused, 0);
+  EXPECT_NE(log_.back().find("2 disabled endpoints restored"), std::string::npos)
+      << log_.back();
+  const std::vector<engine::Disable> listed = second->disables().List();
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].endpoint, "https://410.example/b");
+  EXPECT_EQ(listed[0].trigger, engine::DisableTrigger::kPermanentFailures);
+  EXPECT_EQ(listed[1].endpoint, "https://gone.example/a");
+  EXPECT_EQ(listed[1].trigger, engine::DisableTrigger::kOperator);
+  EXPECT_EQ(listed[1].since, t0);
+  EXPECT_EQ(listed[1].reason, "tenant deleted it");
+  EXPECT_EQ(listed[1].by, "spiffe://ops/alice");
+  EXPECT_EQ(listed[1].operation_id, "op-7");
+  engine::AdmitInput in;
+  in.endpoint = "https://gone.example/a";
+  in.attempt = 1;
+  EXPECT_EQ(second->Admit(in)->reason, engine::Reason::kEndpointDisabled);
+  const auto pauses = second->pauses().List(clock_.Now());
+  ASSERT_EQ(pauses.size(), 1u);
+  EXPECT_EQ(pauses[0].id, "op-pause");
+}
+
 TEST_F(StateKeeperTest, StateIdlePastTheEvictionAgeIsDropped) {
   auto first = NewEngine();
   Teach(*first);

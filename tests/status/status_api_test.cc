@@ -1,7 +1,8 @@
 // server/status/status_api: the status page's JSON. Rows are
 // ListEndpointsResponse / GetEndpointResponse JSON (parsed back into those
-// messages), pages are capped and say what they left out, and every bad
-// query is a 400 with a message, an untracked key a 404.
+// messages), pages are capped and say what they left out, every pause and
+// disabled endpoint is listed, the watch's events come by sequence number,
+// and every bad query is a 400 with a message, an untracked key a 404.
 #include "server/status/status_api.h"
 
 #include <memory>
@@ -17,6 +18,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/status/peer_health.h"
+#include "server/service/watch_feed.h"
+#include "server/service/watch_log.h"
+#include "stagger/v1/admin.pb.h"
 #include "stagger/v1/coordinator.pb.h"
 #include "tests/testing/fake_clock.h"
 
@@ -189,6 +193,81 @@ TEST_F(StatusApiTest, SummaryHasTheReplicasAndTheBreakerCounts) {
                                 "--status_peers"));
   EXPECT_EQ(replicas.values(0).struct_value().fields().at("health").string_value(),
             "SERVING");
+}
+
+// A pause set ahead of traffic on an untracked key and a prefix pause are
+// rows of their own; a disabled endpoint is listed with its disable and
+// among the rows that are not clear.
+TEST_F(StatusApiTest, PausesAndDisabledEndpointsAreListedWhole) {
+  ASSERT_TRUE(engine_.pauses()
+                  .Set("ahead/<b>x</b>", false, absl::Minutes(10), "maint",
+                       "ops", clock_.Now(), "op-1")
+                  .ok());
+  ASSERT_TRUE(engine_.pauses()
+                  .Set("partner/", true, absl::Minutes(10), "migration", "ops",
+                       clock_.Now())
+                  .ok());
+  engine::Disable d;
+  d.reason = "gone";
+  d.by = "ops";
+  ASSERT_TRUE(engine_.Disable("gone/x", d).ok());
+  const v1::ListPausesResponse p =
+      Parse<v1::ListPausesResponse>(api_.Pauses(""));
+  ASSERT_EQ(p.pauses_size(), 2);
+  EXPECT_EQ(p.pauses(0).target().endpoint(), "ahead/<b>x</b>");
+  EXPECT_EQ(p.pauses(0).pause_id(), "op-1");
+  EXPECT_EQ(p.pauses(1).target().prefix(), "partner/");
+  const v1::ListDisabledResponse dis =
+      Parse<v1::ListDisabledResponse>(api_.Disabled(""));
+  ASSERT_EQ(dis.endpoints_size(), 1);
+  EXPECT_EQ(dis.endpoints(0).endpoint(), "gone/x");
+  EXPECT_EQ(dis.endpoints(0).disabled().trigger(), v1::DISABLE_TRIGGER_OPERATOR);
+  const v1::ListEndpointsResponse rows =
+      Parse<v1::ListEndpointsResponse>(api_.Endpoints(""));
+  ASSERT_EQ(rows.endpoints_size(), 1);
+  EXPECT_EQ(rows.endpoints(0).disabled().reason(), "gone");
+  ExpectRefused(api_.Pauses("x=1"), 400, "query: ");
+}
+
+TEST_F(StatusApiTest, EventsComeBySequenceNumberAndSayWhatWasMissed) {
+  ExpectRefused(api_.Events(""), 404, "no watch log");
+  service::WatchLog log({"s0", 42, 100, absl::Hours(1)}, &clock_);
+  service::WatchFeed feed(&log);
+  engine_.set_condition_sink(&feed);
+  StatusApi api(&engine_, &peers_, &ring_, &clock_, &log);
+  for (int i = 0; i < 150; ++i) {
+    engine::Disable d;
+    d.reason = "r";
+    const std::string key = absl::StrCat("k/", i);
+    ASSERT_TRUE(engine_.Disable(key, d).ok());
+  }
+  // 150 disables, 100 held: 51..150.
+  HttpResponse r = api.Events("after=120&limit=5");
+  ASSERT_EQ(r.status, 200) << r.body;
+  google::protobuf::Struct s = Parse<google::protobuf::Struct>(r);
+  EXPECT_EQ(s.fields().at("replica").string_value(), "s0");
+  EXPECT_EQ(s.fields().at("incarnation").string_value(), "42");
+  EXPECT_EQ(s.fields().at("oldest").number_value(), 51);
+  EXPECT_EQ(s.fields().at("next").number_value(), 125);
+  EXPECT_EQ(s.fields().at("missed_to").number_value(), 0);
+  const auto& events = s.fields().at("events").list_value().values();
+  ASSERT_EQ(events.size(), 5);
+  EXPECT_EQ(events[0].struct_value().fields().at("sequence").string_value(),
+            "121");
+  EXPECT_EQ(events[0].struct_value().fields().at("kind").string_value(),
+            "EVENT_DISABLED");
+  // Polling from before the history: told what was missed.
+  s = Parse<google::protobuf::Struct>(api.Events("after=10&limit=1"));
+  EXPECT_EQ(s.fields().at("missed_from").number_value(), 11);
+  EXPECT_EQ(s.fields().at("missed_to").number_value(), 50);
+  // Another incarnation: from the oldest held, restarted.
+  s = Parse<google::protobuf::Struct>(api.Events("after=149&incarnation=7"));
+  EXPECT_TRUE(s.fields().at("restarted").bool_value());
+  EXPECT_EQ(s.fields().at("events").list_value().values_size(), 100);
+  ExpectRefused(api.Events("after=-1"), 400, "query: after: want a decimal");
+  ExpectRefused(api.Events("limit=5000"), 400, "query: limit:");
+  ExpectRefused(api.Events("since=1"), 400, "query: ");
+  engine_.set_condition_sink(nullptr);
 }
 
 }  // namespace

@@ -8,12 +8,17 @@
 //              stagger-2, --status_peers naming stagger-1 only; seeded by
 //              stagger_status_seed with an OPEN breaker (Admin
 //              ForceBreaker), a Retry-After window (a RATE_LIMITED report
-//              with retry_after) and a pause (Admin Pause), and fed
-//              decisions for the chart while the test runs.
+//              with retry_after), a pause (Admin Pause), a pause set
+//              ahead of traffic on an untracked key, a prefix pause and a
+//              disabled endpoint (Admin Disable), and fed decisions for
+//              the chart while the test runs.
 //
 // Checks, in order: the replicas (SERVING, SERVING, UNKNOWN); the
-// not-clear rows (exactly the three seeded keys, shown as stored: their
-// HTML stays text); the decisions chart draws 4 x 600 points and moves on
+// not-clear rows (exactly the four seeded tracked keys, the disabled one
+// with its disable, shown as stored: their HTML stays text); every pause
+// (the pre-emptive one and the prefix pause as rows of their own) and
+// the disabled endpoint in their tables; the live events (the trip, the
+// pauses and the disable, numbered); the decisions chart draws 4 x 600 points and moves on
 // to a later second with more decisions; the search box and a row's link
 // open the detail view (GetEndpoint's fields, the per-endpoint chart
 // sampling); an untracked key shows a 404 in the detail; no console error
@@ -78,8 +83,8 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
 
   const keys = execFileSync(SEED, [grpcAddress, "seed"], { encoding: "utf8", timeout: WAIT_MS })
       .trim().split("\n");
-  assert.equal(keys.length, 3);
-  const [openKey, retryAfterKey, pausedKey] = keys;
+  assert.equal(keys.length, 6);
+  const [openKey, retryAfterKey, pausedKey, aheadKey, prefix, disabledKey] = keys;
   traffic = spawn(SEED, [grpcAddress, "traffic", "300"], { stdio: "inherit" });
 
   browser = await launchBrowser(CHROMIUM, scratch);
@@ -98,9 +103,9 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
   });
 
   await t.test("the not-clear rows, keys shown as stored", async () => {
-    await page.waitForFunction(() => document.querySelectorAll("#endpoints tr").length === 3);
+    await page.waitForFunction(() => document.querySelectorAll("#endpoints tr").length === 4);
     assert.deepEqual(await textsOf(page, "#endpoints tr td:first-child"),
-                     [openKey, retryAfterKey, pausedKey].sort());
+                     [openKey, retryAfterKey, pausedKey, disabledKey].sort());
     assert.equal(await page.$$eval("#endpoints b, #endpoints i", (els) => els.length), 0,
                  "a key's HTML became elements");
     const rows = await page.$$eval("#endpoints tr", (trs) => Object.fromEntries(trs.map(
@@ -108,8 +113,47 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
     assert.match(rows[openKey][1], /^OPEN, half-opens /);
     assert.match(rows[retryAfterKey][2], /\(in \d+[sm]\)$/);
     assert.match(rows[pausedKey][3], /by .*: deploy 42$/);
+    assert.match(rows[disabledKey][4], /^OPERATOR since .*: gone 410$/);
     assert.match(await page.$eval("#endpoints-info", (e) => e.textContent),
-                 /Showing 3 \(not_clear, page size 100\); 0 more on later pages; scanned 23 of 23 tracked\./);
+                 /Showing 4 \(not_clear, page size 100\); 0 more on later pages; scanned 24 of 24 tracked\./);
+  });
+
+  await t.test("every pause, one set ahead of traffic and a prefix's, and the disabled", async () => {
+    await page.waitForFunction(() => document.querySelectorAll("#pauses tr").length === 3);
+    const pauses = await page.$$eval("#pauses tr", (trs) => trs.map(
+        (tr) => [...tr.cells].map((c) => c.textContent)));
+    const byTarget = Object.fromEntries(pauses.map((r) => [r[0], r]));
+    assert.deepEqual(Object.keys(byTarget).sort(), [aheadKey, pausedKey, prefix + "*"].sort());
+    assert.equal(byTarget[aheadKey][1], "endpoint");
+    assert.equal(byTarget[aheadKey][3], "their maintenance");
+    assert.equal(byTarget[prefix + "*"][1], "prefix");
+    assert.equal(byTarget[prefix + "*"][3], "partner migration");
+    assert.match(await page.$eval("#pauses-info", (e) => e.textContent), /^3 in force\.$/);
+    await page.waitForFunction(() => document.querySelectorAll("#disabled tr").length === 1);
+    const disabled = await page.$$eval("#disabled tr td", (tds) => tds.map((c) => c.textContent));
+    assert.equal(disabled[0], disabledKey);
+    assert.equal(disabled[1], "OPERATOR");
+    assert.equal(disabled[3], "gone 410");
+    assert.equal(await page.$$eval("#pauses u, #pauses s, #disabled em", (e) => e.length), 0,
+                 "a key's HTML became elements");
+  });
+
+  await t.test("the live events, numbered, newest first", async () => {
+    await page.waitForFunction((key) => [...document.querySelectorAll("#events tr")]
+        .some((tr) => tr.cells[2].textContent === "DISABLED" && tr.cells[3].textContent === key),
+    {}, disabledKey);
+    const events = await page.$$eval("#events tr", (trs) => trs.map(
+        (tr) => [Number(tr.cells[0].textContent), tr.cells[2].textContent, tr.cells[3].textContent]));
+    const seqs = events.map((e) => e[0]);
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => b - a), "newest first");
+    for (let i = 1; i < seqs.length; ++i) assert.equal(seqs[i - 1] - seqs[i], 1, "contiguous");
+    const has = (kind, target) => events.some((e) => e[1] === kind && e[2] === target);
+    assert.ok(has("BREAKER_OPENED", openKey), JSON.stringify(events));
+    assert.ok(has("RETRY_AFTER_SET", retryAfterKey), JSON.stringify(events));
+    assert.ok(has("PAUSED", aheadKey), JSON.stringify(events));
+    assert.ok(has("PAUSED", prefix + "*"), JSON.stringify(events));
+    assert.ok(has("DISABLED", disabledKey), JSON.stringify(events));
+    assert.match(await page.$eval("#events-info", (e) => e.textContent), /^Replica stagger-0, events 1\.\.\d+ held\.$/);
   });
 
   await t.test("the decisions chart draws and moves on", async () => {
@@ -192,6 +236,6 @@ test("staggerd's status page in headless Chromium", { timeout: 8 * WAIT_MS }, as
       const b = document.getElementById("banner");
       return !b.hidden && b.textContent.includes("cannot reach staggerd");
     });
-    assert.equal(await page.$$eval("#endpoints tr", (r) => r.length), 3);
+    assert.equal(await page.$$eval("#endpoints tr", (r) => r.length), 4);
   });
 });

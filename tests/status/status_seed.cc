@@ -5,8 +5,12 @@
 //       tracks clear/0..clear/19, then: an OPEN breaker (Admin ForceBreaker,
 //       10 min) on kOpenKey, a Retry-After window (a RATE_LIMITED report
 //       with retry_after 10 min) on kRetryAfterKey, a pause (Admin Pause,
-//       10 min, reason "deploy 42") on kPausedKey. Prints the three keys,
-//       one per line, and exits 0; 1 naming the call that failed.
+//       10 min, reason "deploy 42") on kPausedKey, a pause set ahead of
+//       traffic on kAheadKey (never tracked), a prefix pause on kPrefix
+//       (covering no tracked key) and a disabled endpoint (Admin Disable,
+//       reason "gone 410") on kDisabledKey. Prints the six keys (the
+//       prefix as it is), one per line, and exits 0; 1 naming the call
+//       that failed.
 //   stagger_status_seed ADDRESS traffic SECONDS
 //       Admits and SUCCESS reports on clear/* (about 40 decisions a
 //       second) for SECONDS (1..600), then exits 0: the chart's data. A
@@ -35,6 +39,9 @@ using stagger::v1::RetryCoordinator;
 const char kOpenKey[] = "orders/<b>open</b> & \"quoted\"";
 const char kRetryAfterKey[] = "pay/<i>rate-limited</i>";
 const char kPausedKey[] = "ship/paused 'now'";
+const char kAheadKey[] = "ahead/<u>maintenance</u>";
+const char kPrefix[] = "partner/<s>all</s>/";
+const char kDisabledKey[] = "gone/<em>410</em>";
 
 bool Check(const grpc::Status& s, const char* what) {
   if (!s.ok()) {
@@ -95,7 +102,25 @@ int Seed(const std::shared_ptr<grpc::Channel>& channel) {
   pause.set_reason("deploy 42");
   stagger::v1::PauseResponse paused;
   if (!Check(admin->Pause(Context().get(), pause, &paused), "Pause")) return 1;
-  std::printf("%s\n%s\n%s\n", kOpenKey, kRetryAfterKey, kPausedKey);
+  pause.mutable_target()->set_endpoint(kAheadKey);
+  pause.set_reason("their maintenance");
+  if (!Check(admin->Pause(Context().get(), pause, &paused), "Pause ahead")) {
+    return 1;
+  }
+  pause.mutable_target()->set_prefix(kPrefix);
+  pause.set_reason("partner migration");
+  if (!Check(admin->Pause(Context().get(), pause, &paused), "Pause prefix")) {
+    return 1;
+  }
+  stagger::v1::DisableRequest disable;
+  disable.set_endpoint(kDisabledKey);
+  disable.set_reason("gone 410");
+  stagger::v1::DisableResponse disabled;
+  if (!Check(admin->Disable(Context().get(), disable, &disabled), "Disable")) {
+    return 1;
+  }
+  std::printf("%s\n%s\n%s\n%s\n%s\n%s\n", kOpenKey, kRetryAfterKey, kPausedKey,
+              kAheadKey, kPrefix, kDisabledKey);
   return 0;
 }
 

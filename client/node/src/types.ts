@@ -39,6 +39,7 @@ export enum Reason {
   LAST_CHANCE = 15,
   PAUSED = 16,
   RELEASED = 17,
+  ENDPOINT_DISABLED = 18,
 }
 
 // What each reason means, for messages a person reads (from the proto).
@@ -61,6 +62,7 @@ export const REASON_MEANING: Readonly<Record<Reason, string>> = {
   [Reason.LAST_CHANCE]: "the last attempt that can start before the deadline",
   [Reason.PAUSED]: "an operator paused the endpoint",
   [Reason.RELEASED]: "a waiting Admit was let go early: the endpoint recovered",
+  [Reason.ENDPOINT_DISABLED]: "the endpoint is disabled: nothing is sent to it",
 };
 
 // The reason's proto name ("CIRCUIT_OPEN"), or "REASON_<n>" for a number

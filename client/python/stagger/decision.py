@@ -59,6 +59,7 @@ class Reason(enum.IntEnum):
     LAST_CHANCE = 15
     PAUSED = 16
     RELEASED = 17
+    ENDPOINT_DISABLED = 18
 
 
 def reason_name(reason: int) -> str:

@@ -1,6 +1,8 @@
 // staggerd's status page: polls the JSON endpoints of the same server
-// (api/summary, api/endpoints, api/decisions, api/endpoint) with fetch()
-// and redraws. Text from the server only ever goes into the page through
+// (api/summary, api/endpoints, api/decisions, api/endpoint, api/pauses,
+// api/disabled, api/events) with fetch() and redraws. The live events are
+// polled by sequence number: each poll asks for the events after the last
+// one seen. Text from the server only ever goes into the page through
 // textContent and attributes, never as HTML, so endpoint keys show as
 // stored. Nothing is loaded from anywhere else.
 "use strict";
@@ -10,6 +12,7 @@ const CHART_MS = 1000;            // decisions chart and the selected endpoint
 const MAX_SAMPLES = 600;          // the selected endpoint's chart: 10 minutes
 const MAX_TRANSITIONS = 100;      // breaker transitions kept for it
 const MAX_SINCE = 5000;           // "not clear since" times remembered
+const MAX_EVENTS = 200;           // live events kept on the page
 const VERDICTS = ["PROCEED", "DEFER", "GIVE_UP", "DONE"];
 const BREAKER_LEVEL = { CLOSED: 0, HALF_OPEN: 1, OPEN: 2 };
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -20,6 +23,9 @@ const state = {
   nextToken: "",
   notClearSince: new Map(),   // key -> first time this page saw it listed
   selected: null,             // { key, samples: [], transitions: [] }
+  events: [],                 // live events, newest first
+  eventsAfter: 0,             // the last sequence number polled
+  incarnation: null,          // the replica's, as the events API says
 };
 
 // The page's own query (?filter=all&page_size=20) is passed on to
@@ -162,6 +168,15 @@ function pauseText(p) {
   return text;
 }
 
+function triggerText(t) {
+  return String(t || "").replace(/^DISABLE_TRIGGER_/, "");
+}
+
+function disabledText(d) {
+  if (!d) return "–";
+  return triggerText(d.trigger) + " since " + whenText(d.since) + ": " + d.reason;
+}
+
 function paceText(p) {
   if (!p) return "–";
   return p.phase + ", " + p.learned_from + ", " + Number(p.per_second).toFixed(1) + "/s" +
@@ -176,6 +191,7 @@ function endpointRow(e) {
             el("td", breakerText(e), "state-" + e.breaker_state),
             el("td", e.retry_after_until ? whenText(e.retry_after_until) : "–"),
             el("td", pauseText(e.pause)),
+            el("td", disabledText(e.disabled), e.disabled ? "state-DISABLED" : ""),
             el("td", paceText(e.release_pace)),
             el("td", Number(e.budget_remaining).toFixed(1)),
             el("td", whenText(e.last_seen)));
@@ -201,6 +217,93 @@ function renderEndpoints(page) {
       "Showing " + page.endpoints.length + " (" + page.filter + ", page size " +
       page.page_size + "); " + page.left_out + " more on later pages; scanned " +
       page.scanned + " of " + page.total_tracked + " tracked.";
+}
+
+// ---- pauses, disabled endpoints, live events ----------------------------
+
+function targetText(t) {
+  if (!t) return "–";
+  return t.prefix !== undefined ? t.prefix + "*" : t.endpoint;
+}
+
+function renderPauses(r) {
+  const rows = r.pauses.map((p) => {
+    const tr = el("tr");
+    const prefix = p.target && p.target.prefix !== undefined;
+    tr.append(el("td", targetText(p.target), "key"),
+              el("td", prefix ? "prefix" : "endpoint"),
+              el("td", whenText(p.until)),
+              el("td", p.reason),
+              el("td", p.paused_by || "–"),
+              el("td", p.pause_id || "–"));
+    return tr;
+  });
+  $("pauses").replaceChildren(...rows);
+  $("pauses-info").textContent = r.pauses.length + " in force.";
+}
+
+function renderDisabled(r) {
+  const rows = r.endpoints.map((d) => {
+    const tr = el("tr");
+    const key = el("td", null, "key");
+    key.append(detailLink(d.endpoint));
+    tr.append(key,
+              el("td", triggerText(d.disabled.trigger), "state-DISABLED"),
+              el("td", whenText(d.disabled.since)),
+              el("td", d.disabled.reason),
+              el("td", d.disabled.disabled_by || "–"));
+    return tr;
+  });
+  $("disabled").replaceChildren(...rows);
+  $("disabled-info").textContent = r.endpoints.length + " disabled.";
+}
+
+function eventDetails(e) {
+  const parts = [];
+  const kind = e.kind.replace(/^EVENT_/, "");
+  if (kind === "BREAKER_OPENED") {
+    parts.push(e.open_cause.replace(/^OPEN_CAUSE_/, ""),
+               "half-opens " + whenText(e.open_until));
+  }
+  if (kind === "RETRY_AFTER_SET") parts.push("until " + whenText(e.retry_after_until));
+  if (kind.startsWith("RELEASE_")) parts.push(Number(e.release_pace).toFixed(1) + "/s");
+  if (e.pause) {
+    if (kind === "PAUSED") parts.push("until " + whenText(e.pause.until));
+    parts.push(e.pause.reason);
+  }
+  if (e.disabled) parts.push(triggerText(e.disabled.trigger), e.disabled.reason);
+  if (e.by) parts.push("by " + e.by);
+  if (e.ran_out) parts.push("ran out");
+  if (e.forgotten) parts.push("state forgotten");
+  return parts.join("; ");
+}
+
+function eventRow(e) {
+  const tr = el("tr");
+  tr.dataset.sequence = String(e.sequence);
+  const kind = e.kind.replace(/^EVENT_/, "");
+  tr.append(el("td", e.sequence),
+            el("td", whenText(e.at)),
+            el("td", kind, "event-" + kind),
+            el("td", e.endpoint || targetText(e.pause && e.pause.target), "key"),
+            el("td", eventDetails(e)));
+  return tr;
+}
+
+async function pollEvents() {
+  const q = new URLSearchParams({ after: String(state.eventsAfter), limit: "200" });
+  if (state.incarnation !== null) q.set("incarnation", state.incarnation);
+  const r = await getJson("api/events?" + q.toString());
+  if (r.restarted) state.events = [];  // a new incarnation: a new log
+  state.incarnation = r.incarnation;
+  state.eventsAfter = r.next;
+  for (const e of r.events) state.events.unshift(e);
+  state.events.length = Math.min(state.events.length, MAX_EVENTS);
+  $("events").replaceChildren(...state.events.map(eventRow));
+  let info = "Replica " + r.replica + ", events " + r.oldest + ".." + r.next + " held.";
+  if (r.missed_to > 0) info += " Missed " + r.missed_from + ".." + r.missed_to + " (no longer held).";
+  if (r.restarted) info += " The replica restarted: its earlier events are gone.";
+  $("events-info").textContent = info;
 }
 
 // ---- charts ----------------------------------------------------------------
@@ -352,6 +455,9 @@ function start() {
   poll("endpoints", REFRESH_MS, async () => renderEndpoints(await getJson(endpointsPath())));
   poll("decisions", CHART_MS, async () => renderDecisions(await getJson("api/decisions")));
   poll("endpoint", CHART_MS, refreshSelected);
+  poll("pauses", REFRESH_MS, async () => renderPauses(await getJson("api/pauses")));
+  poll("disabled", REFRESH_MS, async () => renderDisabled(await getJson("api/disabled")));
+  poll("events", REFRESH_MS, pollEvents);
   select(keyFromHash());
 }
 

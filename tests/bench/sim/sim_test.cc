@@ -8,11 +8,13 @@
 // nothing here depends on the machine's speed.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench/sim/matrix.h"
 #include "bench/sim/report.h"
 #include "bench/sim/sim.h"
 #include "gmock/gmock.h"
@@ -453,6 +455,36 @@ TEST(CapacityTest, AFullSizeFleetAgainstAFiniteCapacityIsStillDelivered) {
     EXPECT_EQ(r->deferred_by_reason[static_cast<int>(
                   engine::Reason::kBudgetExhausted)], 0) << capacity;
   }
+}
+
+// A tenant's endpoint dead for a week, with disable.after_unavailable 72 h:
+// the coordinated fleet stops sending the moment the endpoint is disabled
+// (every delivery created after it is dead-lettered at its first Admit),
+// while independent clients go on sending for the rest of the week.
+TEST(DeadWeekTest, NoAttemptAfterTheDisable) {
+  std::optional<MatrixScenario> m = FindMatrixScenario("dead_week_disable_72h", 1);
+  ASSERT_TRUE(m.has_value());
+  absl::StatusOr<PolicyResult> c = Simulate(m->scenario, Policy::kCoordinated);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->disabled_s.has_value());
+  EXPECT_GE(*c->disabled_s, 72 * 3600.0);
+  EXPECT_LE(*c->disabled_s, 72 * 3600.0 + 600) << "within minutes of 72 h";
+  EXPECT_EQ(c->attempts_after_disable, 0);
+  const double after_h = 168 - *c->disabled_s / 3600;  // hours disabled
+  const int64_t disabled_deliveries =
+      c->given_up_by_reason[static_cast<int>(engine::Reason::kEndpointDisabled)];
+  EXPECT_GE(disabled_deliveries, static_cast<int64_t>(after_h * 60) - 2);
+  EXPECT_EQ(c->unfinished, 0);
+  // Full jitter, for contrast: attempts all week long.
+  absl::StatusOr<PolicyResult> fj = Simulate(m->scenario, Policy::kFullJitter);
+  ASSERT_TRUE(fj.ok()) << fj.status();
+  EXPECT_FALSE(fj->disabled_s.has_value());
+  int64_t late = 0;
+  const size_t from = static_cast<size_t>(*c->disabled_s);  // 1 s buckets
+  for (size_t b = from; b < fj->attempts_per_bucket.size(); ++b) {
+    late += fj->attempts_per_bucket[b];
+  }
+  EXPECT_GT(late, 50000) << "independent clients keep sending";
 }
 
 }  // namespace

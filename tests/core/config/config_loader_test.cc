@@ -256,6 +256,39 @@ TEST(OverrideInheritanceTest, SetFieldsReplaceOnlyThemselves) {
   EXPECT_EQ(c->overrides[0].pattern, "https://x/");
 }
 
+TEST(OverrideInheritanceTest, DisableTriggersAreInheritedFieldByField) {
+  absl::StatusOr<EngineConfig> c = FromText(R"pb(
+    default_policy {
+      disable {
+        after_unavailable { seconds: 259200 }
+        permanent_failures: 5
+      }
+    }
+    overrides {
+      prefix: "https://tier-b/"
+      policy { disable { after_unavailable { seconds: 86400 } } }
+    }
+    overrides {
+      prefix: "https://internal/"
+      policy { disable { permanent_failures: 0 } }
+    }
+  )pb");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->default_policy.disable.after_unavailable, absl::Hours(72));
+  EXPECT_EQ(c->default_policy.disable.window, absl::Hours(1));
+  const engine::DisableParams& b = c->overrides[0].policy.disable;
+  EXPECT_EQ(b.after_unavailable, absl::Hours(24));
+  EXPECT_EQ(b.permanent_failures, 5);
+  const engine::DisableParams& i = c->overrides[1].policy.disable;
+  EXPECT_EQ(i.after_unavailable, absl::Hours(72));
+  EXPECT_EQ(i.permanent_failures, 0) << "0 turns the trigger off";
+  // Off by default.
+  absl::StatusOr<EngineConfig> none = FromText("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->default_policy.disable.after_unavailable, absl::ZeroDuration());
+  EXPECT_EQ(none->default_policy.disable.permanent_failures, 0);
+}
+
 TEST(OverrideInheritanceTest, KindUnspecifiedInAnOverrideInherits) {
   absl::StatusOr<EngineConfig> c = FromText(R"pb(
     default_policy { backoff { kind: FULL_JITTER } }
@@ -402,6 +435,17 @@ INSTANTIATE_TEST_SUITE_P(
          "200"},
         {"MaxEndpointsTooBig", "limits { max_endpoints: 100000001 }",
          "limits.max_endpoints: must be in [1, 100000000], got 100000001"},
+        {"PermanentFailuresNegative",
+         "default_policy { disable { permanent_failures: -1 } }",
+         "default_policy.disable.permanent_failures: must be in [0, 1000000], "
+         "got -1"},
+        {"AfterUnavailableOverAMonthInOverride",
+         "overrides { prefix: \"a\" policy { disable { after_unavailable { "
+         "seconds: 2592001 } } } }",
+         "overrides[0].policy.disable.after_unavailable: must be in [0s, "
+         "2592000s], got 2592001s"},
+        {"DisableWindowZero", "default_policy { disable { window { } } }",
+         "default_policy.disable.window: must be in [1s, 2592000s], got 0s"},
     }),
     [](const ::testing::TestParamInfo<BadProtoCase>& info) {
       return std::string(info.param.name);

@@ -140,6 +140,8 @@ TEST_F(LeaseTermsTest, LateSuccessesAfterTheFailuresBreakTheRun) {
   Report(1, Outcome::kRetryableFailure);
   Report(1, Outcome::kRetryableFailure);
   EXPECT_FALSE(Clear()) << "2 in a row";
+  EXPECT_GT(engine_->Inspect(kEp)->previous_delay, absl::ZeroDuration())
+      << "the fleet's decorrelated backoff grew from the failures";
   // 50 successes answered under a lease 100 ms after the second failure,
   // reported 400 ms later still.
   const absl::Time answered = clock_.Now() + absl::Milliseconds(100);
@@ -147,6 +149,8 @@ TEST_F(LeaseTermsTest, LateSuccessesAfterTheFailuresBreakTheRun) {
   engine_->ApplyLateCounts(kEp, {LateCounts{answered, 0, 50}});
   EXPECT_TRUE(Clear()) << "50 successes happened since";
   EXPECT_EQ(engine_->Inspect(kEp)->consecutive_failures, 0);
+  EXPECT_EQ(engine_->Inspect(kEp)->previous_delay, absl::ZeroDuration())
+      << "reset, as a success reported then would have";
   EXPECT_GE(engine_->LeaseTermsFor(kEp).served_per_second, 50);
 }
 
@@ -162,6 +166,8 @@ TEST_F(LeaseTermsTest, LateSuccessesFromBeforeTheFailuresDoNotUndoThem) {
   engine_->ApplyLateCounts(kEp, {LateCounts{answered, 0, 50}});
   EXPECT_EQ(engine_->Inspect(kEp)->consecutive_failures, 2)
       << "the run of failures came after those successes";
+  EXPECT_GT(engine_->Inspect(kEp)->previous_delay, absl::ZeroDuration())
+      << "nor does the backoff they grew";
   EXPECT_FALSE(Clear());
   // Two more failures trip the breaker (4 in a row).
   Report(1, Outcome::kRetryableFailure);
