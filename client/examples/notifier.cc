@@ -25,6 +25,7 @@
 //       --url=http://hooks.platform.internal:8080/stagger [--kinds=DISABLED]
 //
 // Runs until SIGINT/SIGTERM (exit 0); exit 2 for bad flags.
+#include <algorithm>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -247,8 +248,8 @@ class Sender {
     int attempts = 0;
     for (;;) {
       const sc::LoopResult r =
-          loop.Resume(key_, next, first, [&](int) -> sc::AttemptResult {
-            const HttpAnswer a = Post(url_, body, timeout_);
+          loop.Resume(key_, next, first, [&](const sc::Attempt& at) -> sc::AttemptResult {
+            const HttpAnswer a = Post(url_, body, std::min(timeout_, at.timeout));
             return {sc::OutcomeFromHttpStatus(a.status),
                     sc::ParseRetryAfter(a.retry_after, absl::Now())};
           });

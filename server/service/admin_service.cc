@@ -249,7 +249,7 @@ grpc::Status AdminService::DoEnable(const v1::EnableRequest& req,
   e.operation_id = *std::move(id);
   absl::StatusOr<engine::Disable> ended = engine_->Enable(req.endpoint(), e);
   if (!ended.ok()) return ToGrpcStatus(ended.status());
-  Changed(req.endpoint(), /*prefix=*/false, /*revoke=*/false);
+  Changed(req.endpoint(), /*prefix=*/false);
   ToProto(*ended, resp->mutable_ended());
   if (metrics_) {
     metrics_->RecordAdminAction(SecurityMetrics::AdminAction::kEnable);
