@@ -16,6 +16,7 @@
 // (health NOT_SERVING, grace, finish in-flight calls) and exit 0.
 // Exit codes (daemon/exit_codes.h): 0 clean shutdown, 1 start-up failure,
 // 2 bad configuration or flag.
+#include <functional>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -267,6 +268,20 @@ void LogOwnership(const std::optional<service::Ownership>& ownership) {
                            ownership->members().size()));
 }
 
+// How each replica's not-clear set is attached: it hears of conditions and
+// pauses through the watch's fan-outs, as the watch does, not from the
+// engine directly (one listener slot per engine).
+std::function<void(lease::ReplicaSync&)> FedByTheWatch(
+    daemon::EndpointWatch& watch) {
+  return [&watch](lease::ReplicaSync& set) {
+    watch.fan_out().Add(&set);
+    watch.pause_fan_out().Add([&set](const engine::Pause& p, bool removed) {
+      set.OnPause(p, removed);
+    });
+    set.AttachToEngine(/*feeds=*/false);
+  };
+}
+
 // From the metrics to the drain; returns the exit code. `status_page` (null
 // when off) outlives the metrics, which count decisions into its chart.
 int Serve(const CheckedFlags& flags, engine::Engine& engine,
@@ -290,15 +305,7 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
   daemon::DecisionServices services(
       &engine,
       {flags.lease_ttl, flags.max_waiting_calls, flags.max_agent_held_calls,
-       flags.ownership ? &*flags.ownership : nullptr,
-       [&watch](lease::ReplicaSync& set) {
-         watch.fan_out().Add(&set);
-         watch.pause_fan_out().Add(
-             [&set](const engine::Pause& p, bool removed) {
-               set.OnPause(p, removed);
-             });
-         set.AttachToEngine(/*feeds=*/false);
-       }},
+       flags.ownership ? &*flags.ownership : nullptr, FedByTheWatch(watch)},
       (*metrics)->metrics(), &(*port_security)->metrics());
   std::unique_ptr<state::StateKeeper> keeper = daemon::StartStateKeeper(
       flags.state_file, &engine, (*metrics)->metrics());
