@@ -553,6 +553,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"attempt", Attempts(20)},
       {"direction", {"in", "out"}},
       {"trigger", {"operator", "unavailable", "permanent_failures"}},
+      {"kind", {"first_attempts", "successes"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(
@@ -566,6 +567,14 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       if (name == "le") continue;  // histogram bucket bounds: fixed numbers
       if (s.name == "stagger_state_load_failures_total" && name == "reason") {
         EXPECT_TRUE(state_reasons.count(value)) << value;
+        ++checked;
+        continue;
+      }
+      // Agents' count reports have results of their own.
+      if (s.name == "stagger_count_reports_total" && name == "result") {
+        EXPECT_TRUE(value == "applied" || value == "lost" ||
+                    value == "duplicate")
+            << value;
         ++checked;
         continue;
       }
