@@ -251,11 +251,28 @@ class CoordinatorClient final : public Coordinator {
   absl::StatusOr<ClientDecision> AdmitWaiting(const AdmitRequest& in,
                                               const Canceller* cancel) override;
   // The same without blocking: `done` runs once, on a gRPC thread (or on
-  // this one, for an answer given without a call).
+  // this one, for an answer given without a call). `answer_by` (real
+  // time; a server relaying its caller's deadline, as stagger-agent does)
+  // bounds when `done` runs: what the coordinator has not answered by then
+  // is decided by the fallback then. With leases the call is held over the
+  // replica's lease stream; it is answered by min(in.wait + 50 ms,
+  // answer_by) whatever that stream does (SyncSession::kHeldGrace). If the
+  // stream breaks, or the replica leaves the members, the rest of the wait
+  // goes to the key's owner as a waiting call of its own (or to the
+  // fallback).
   using AdmitDone = std::function<void(absl::StatusOr<ClientDecision>)>;
   void AdmitWaitingAsync(const AdmitRequest& in, const Canceller* cancel,
-                         AdmitDone done);
+                         AdmitDone done,
+                         absl::Time answer_by = absl::InfiniteFuture());
   static constexpr absl::Duration kWaitMargin = absl::Seconds(1);
+  // Keepalive (with leases): each replica's channel, which carries its
+  // lease stream, is pinged after kKeepaliveTime without a ping; a replica
+  // that does not acknowledge within kKeepaliveTimeout (or leaves a write
+  // unacknowledged as long) is cut off. A dead or partitioned replica thus
+  // breaks the stream within 5 s; its held calls go another way. staggerd
+  // permits a ping every 2 s (--min_ping_interval).
+  static constexpr absl::Duration kKeepaliveTime = absl::Seconds(3);
+  static constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(2);
 
   // The answer to `in` if this client can give it without calling anyone
   // (under a lease, ClientOptions::leases); nullopt otherwise (Admit /
