@@ -24,7 +24,7 @@ import os
 import re
 import sys
 
-SOURCE_FOLDERS = ("core", "server", "client", "agent", "bench")
+SOURCE_FOLDERS = ("core", "server", "client", "staggerctl", "agent", "bench")
 CXX = (".h", ".cc")
 # client/node's own sources (not its generated code, packages or output).
 NODE_SRC = "client/node/src"
@@ -89,8 +89,6 @@ RULES = [
     # The client: its implementation below its public headers, its tools
     # and its packages for other languages.
     ("client/internal", LIBS, ["core", "client/."]),
-    ("client/staggerctl", {"std", "absl", "protobuf", "grpc", "proto"},
-     ["core", "client/."]),
     ("client/examples", {"std", "absl", "grpc", "proto"},
      ["client/.", "core/cli"]),
     ("client/python", {"std", "protobuf", "grpc", "proto"}, []),
@@ -101,6 +99,11 @@ RULES = [
     ("client", {"std", "absl"},
      ["core/engine/clock.h", "core/engine/decision.h",
       "core/engine/engine_config.h", "core/engine/random.h"]),
+    # staggerctl: the operator's Admin tool, beside the worker library. It
+    # uses the client's public headers (TLS options, the watch), never its
+    # implementation.
+    ("staggerctl", {"std", "absl", "protobuf", "grpc", "proto"},
+     ["core", "client/."]),
     # The agent: a program built on the client's public headers.
     ("agent/status", {"std", "absl"}, ["core", "client/."]),
     ("agent", {"std", "absl", "protobuf", "grpc", "proto"},

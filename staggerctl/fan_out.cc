@@ -1,4 +1,4 @@
-#include "client/staggerctl/fan_out.h"
+#include "staggerctl/fan_out.h"
 
 #include <ostream>
 

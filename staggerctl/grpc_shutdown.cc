@@ -1,4 +1,4 @@
-#include "client/staggerctl/grpc_shutdown.h"
+#include "staggerctl/grpc_shutdown.h"
 
 #include <grpc/grpc.h>
 

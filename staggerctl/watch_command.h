@@ -14,15 +14,15 @@
 //    events and misses none the replicas still hold).
 // Exit codes: 0 after a signal; 2 bad usage (operands, an unknown kind, a
 // bad --address, an unreadable resume file).
-#ifndef STAGGER_CLIENT_STAGGERCTL_WATCH_COMMAND_H_
-#define STAGGER_CLIENT_STAGGERCTL_WATCH_COMMAND_H_
+#ifndef STAGGER_STAGGERCTL_WATCH_COMMAND_H_
+#define STAGGER_STAGGERCTL_WATCH_COMMAND_H_
 
 #include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "client/staggerctl/commands.h"
+#include "staggerctl/commands.h"
 
 namespace grpc {
 class ChannelCredentials;
@@ -46,4 +46,4 @@ int RunWatch(const std::vector<std::string>& args, const CommandOptions& o,
 
 }  // namespace stagger::staggerctl
 
-#endif  // STAGGER_CLIENT_STAGGERCTL_WATCH_COMMAND_H_
+#endif  // STAGGER_STAGGERCTL_WATCH_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "client/staggerctl/watch_command.h"
+#include "staggerctl/watch_command.h"
 
 #include <cstdio>
 #include <fstream>

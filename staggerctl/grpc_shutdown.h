@@ -9,8 +9,8 @@
 // Contract: call after every channel and stub is destroyed. Returns once
 // gRPC is no longer initialized, or after `limit` (it never blocks longer).
 // Not thread-safe with respect to other gRPC use (there must be none left).
-#ifndef STAGGER_CLIENT_STAGGERCTL_GRPC_SHUTDOWN_H_
-#define STAGGER_CLIENT_STAGGERCTL_GRPC_SHUTDOWN_H_
+#ifndef STAGGER_STAGGERCTL_GRPC_SHUTDOWN_H_
+#define STAGGER_STAGGERCTL_GRPC_SHUTDOWN_H_
 
 #include "absl/time/time.h"
 
@@ -20,4 +20,4 @@ void WaitForGrpcShutdown(absl::Duration limit);
 
 }  // namespace stagger::staggerctl
 
-#endif  // STAGGER_CLIENT_STAGGERCTL_GRPC_SHUTDOWN_H_
+#endif  // STAGGER_STAGGERCTL_GRPC_SHUTDOWN_H_

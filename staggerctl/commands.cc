@@ -1,4 +1,4 @@
-#include "client/staggerctl/commands.h"
+#include "staggerctl/commands.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "client/staggerctl/args.h"
+#include "staggerctl/args.h"
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"

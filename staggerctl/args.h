@@ -5,8 +5,8 @@
 // unknown flag), and "--help" prints the usage. "--helpfull" is Abseil's:
 // every flag with its default (tests/server/flags_documented_test.py reads
 // it), then exit 1.
-#ifndef STAGGER_CLIENT_STAGGERCTL_ARGS_H_
-#define STAGGER_CLIENT_STAGGERCTL_ARGS_H_
+#ifndef STAGGER_STAGGERCTL_ARGS_H_
+#define STAGGER_STAGGERCTL_ARGS_H_
 
 #include <string>
 #include <vector>
@@ -27,4 +27,4 @@ absl::StatusOr<Positional> ParseArgs(int argc, char** argv);
 
 }  // namespace stagger::staggerctl
 
-#endif  // STAGGER_CLIENT_STAGGERCTL_ARGS_H_
+#endif  // STAGGER_STAGGERCTL_ARGS_H_

@@ -12,8 +12,8 @@
 //    replica; a pause may be on some). Otherwise the first failure's code.
 //    A usage error (2) stops at the first address: it is the same for all.
 //  - An address that cannot be dialled (bad TLS flags) is a usage error.
-#ifndef STAGGER_CLIENT_STAGGERCTL_FAN_OUT_H_
-#define STAGGER_CLIENT_STAGGERCTL_FAN_OUT_H_
+#ifndef STAGGER_STAGGERCTL_FAN_OUT_H_
+#define STAGGER_STAGGERCTL_FAN_OUT_H_
 
 #include <functional>
 #include <iosfwd>
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/staggerctl/commands.h"
+#include "staggerctl/commands.h"
 #include "grpcpp/channel.h"
 
 namespace stagger::staggerctl {
@@ -45,4 +45,4 @@ int RunOnEachAddress(const std::vector<std::string>& args,
 
 }  // namespace stagger::staggerctl
 
-#endif  // STAGGER_CLIENT_STAGGERCTL_FAN_OUT_H_
+#endif  // STAGGER_STAGGERCTL_FAN_OUT_H_

@@ -13,8 +13,8 @@
 //      certificate's identity is not allowed this call by the policy)
 //   5  NOT_FOUND (untracked endpoint, no such pause, not disabled)
 //   6  INVALID_ARGUMENT (staggerd names the field)
-#ifndef STAGGER_CLIENT_STAGGERCTL_COMMANDS_H_
-#define STAGGER_CLIENT_STAGGERCTL_COMMANDS_H_
+#ifndef STAGGER_STAGGERCTL_COMMANDS_H_
+#define STAGGER_STAGGERCTL_COMMANDS_H_
 
 #include <iosfwd>
 #include <memory>
@@ -61,4 +61,4 @@ std::string Usage();
 
 }  // namespace stagger::staggerctl
 
-#endif  // STAGGER_CLIENT_STAGGERCTL_COMMANDS_H_
+#endif  // STAGGER_STAGGERCTL_COMMANDS_H_

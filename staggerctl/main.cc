@@ -16,11 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "core/cli/signals.h"
-#include "client/staggerctl/args.h"
-#include "client/staggerctl/commands.h"
-#include "client/staggerctl/fan_out.h"
-#include "client/staggerctl/grpc_shutdown.h"
-#include "client/staggerctl/watch_command.h"
+#include "staggerctl/args.h"
+#include "staggerctl/commands.h"
+#include "staggerctl/fan_out.h"
+#include "staggerctl/grpc_shutdown.h"
+#include "staggerctl/watch_command.h"
 #include "client/tls_options.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:50051",
