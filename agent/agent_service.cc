@@ -44,14 +44,14 @@ grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
   return grpc::Status::OK;
 }
 
-class WaitingAdmit final : public grpc::ServerUnaryReactor {
+class WaitingAdmitReactor final : public grpc::ServerUnaryReactor {
  public:
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
 
   // `held` counts the calls held; this one is in it until OnDone.
-  WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
-               grpc::ByteBuffer* resp, v1::AdmitRequest request,
-               absl::Time deadline, std::atomic<int64_t>* held)
+  WaitingAdmitReactor(client::CoordinatorClient* client, DecisionTally* tally,
+                      grpc::ByteBuffer* resp, v1::AdmitRequest request,
+                      absl::Time deadline, std::atomic<int64_t>* held)
       : client_(client),
         tally_(tally),
         resp_(resp),
@@ -199,9 +199,9 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   if (rpc::ParseRequest(*req, &waiting) && waiting.has_wait() &&
       (waiting.wait().seconds() > 0 || waiting.wait().nanos() > 0)) {
     if (waiting_.fetch_add(1, std::memory_order_relaxed) < max_waiting_) {
-      auto* call = new WaitingAdmit(client_, tally_, resp, std::move(waiting),
-                                    absl::FromChrono(ctx->deadline()),
-                                    &waiting_);
+      auto* call = new WaitingAdmitReactor(
+          client_, tally_, resp, std::move(waiting),
+          absl::FromChrono(ctx->deadline()), &waiting_);
       call->Start();
       return call;
     }

@@ -33,7 +33,7 @@
 #include "agent/work_pool.h"
 #include "client/coordinator_client.h"
 #include "core/cli/listen_scope.h"
-#include "core/cli/signals.h"
+#include "core/cli/blocked_signals.h"
 #include "core/cli/usage.h"
 #include "core/metrics/metrics_exposer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "core/status/json.h"
+#include "core/http/json.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/client_context.h"
 #include "stagger/v1/admin.grpc.pb.h"
@@ -66,10 +66,10 @@ void Prepare(grpc::ClientContext* ctx, const CommandOptions& o) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + o.timeout));
 }
 
-// The JSON the status page serves too (core/status/json.h): proto field
+// The JSON the status page serves too (core/http/json.h): proto field
 // names, every field.
 std::string Json(const google::protobuf::Message& m) {
-  return status::ProtoJson(m, /*indent=*/true);
+  return http::ProtoJson(m, /*indent=*/true);
 }
 
 std::string When(const google::protobuf::Timestamp& t) {

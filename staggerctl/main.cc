@@ -15,7 +15,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "core/cli/signals.h"
+#include "core/cli/blocked_signals.h"
 #include "staggerctl/args.h"
 #include "staggerctl/commands.h"
 #include "staggerctl/fan_out.h"

@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/watch.h"
-#include "core/cli/signals.h"
+#include "core/cli/blocked_signals.h"
 
 namespace stagger::staggerctl {
 namespace {

@@ -22,7 +22,7 @@
 // into a per-loop arena and runs without Abseil's mutex deadlock detector.
 //
 // Replicas: --target may list several staggerd replicas (the client
-// library's forms, client/members.h). Each gets --channels channels, and the
+// library's forms, client/coordinator_target.h). Each gets --channels channels, and the
 // loops on them draw only keys that replica owns under the client
 // library's rendezvous hashing (core/wire/rendezvous.h), so every call and
 // every batch goes to its keys' owner, as CoordinatorClient would send it.
@@ -64,7 +64,7 @@
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
 #include "bench/load/latency_histogram.h"
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 #include "core/cli/usage.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"

@@ -51,13 +51,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
-#include "client/endpoint_key.h"
+#include "client/key_from_url.h"
 #include "client/http_outcome.h"
 #include "client/retry_loop.h"
 #include "client/tls_options.h"
 #include "client/wait.h"
 #include "client/watch.h"
-#include "core/cli/signals.h"
+#include "core/cli/blocked_signals.h"
 #include "core/cli/usage.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",

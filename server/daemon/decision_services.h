@@ -29,7 +29,7 @@
 #include "absl/time/time.h"
 #include "core/engine/engine.h"
 #include "grpcpp/grpcpp.h"
-#include "server/daemon/leases.h"
+#include "server/daemon/lease_step.h"
 #include "server/metrics/server_metrics.h"
 #include "server/security/security_metrics.h"
 #include "server/service/admin_service.h"

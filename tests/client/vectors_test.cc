@@ -3,8 +3,8 @@
 // each section means). Each section is one test; a failure names the vector.
 //
 //   http_status, retry_after  client/http_outcome.h
-//   endpoint_key              client/endpoint_key.h
-//   members                   client/members.h (ParseMembers)
+//   endpoint_key              client/key_from_url.h
+//   members                   client/coordinator_target.h (ParseMembers)
 //   validation                what staggerd answers: wire::FromProto, then
 //                             Engine::ValidateAdmit / ValidateReport on the
 //                             default config (CoordinatorService's path)
@@ -28,9 +28,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "client/endpoint_key.h"
+#include "client/key_from_url.h"
 #include "client/http_outcome.h"
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

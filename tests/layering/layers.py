@@ -67,7 +67,8 @@ RULES = [
     ("core/config", {"std", "absl", "protobuf", "proto"},
      ["core/engine", "core/wire"]),
     ("core/metrics", {"std", "absl", "prometheus"}, ["core/engine"]),
-    ("core/status", {"std", "absl", "protobuf"}, ["core/engine"]),
+    ("core/http", {"std", "absl", "protobuf"}, ["core/engine"]),
+    ("core/status", {"std", "absl"}, ["core/engine", "core/http"]),
     ("core/rpc", {"std", "absl", "protobuf", "grpc"}, []),
     ("core/cli", {"std", "absl"}, []),
     # staggerd: core and itself, never the client or the agent.

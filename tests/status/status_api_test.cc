@@ -25,6 +25,9 @@
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::status {
+
+using http::HttpResponse;
+
 namespace {
 
 using ::stagger::testing::FakeClock;

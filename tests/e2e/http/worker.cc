@@ -54,7 +54,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
-#include "client/endpoint_key.h"
+#include "client/key_from_url.h"
 #include "client/http_outcome.h"
 #include "client/retry_loop.h"
 #include "client/wait.h"

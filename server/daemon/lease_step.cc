@@ -1,4 +1,4 @@
-#include "server/daemon/leases.h"
+#include "server/daemon/lease_step.h"
 
 #include <random>
 

@@ -17,16 +17,11 @@
 // JsonTime(t): `t` as an RFC 3339 UTC string literal (protobuf's
 // Timestamp form), or null for InfinitePast (never) and InfiniteFuture.
 //
-// DecisionsJson(window): a DecisionRing's window as the pages' charts read
-// it: {"last_second": Unix s, "seconds": DecisionRing::kSeconds,
-// "verdicts": {"PROCEED": [counts, oldest first], "DEFER", "GIVE_UP",
-// "DONE"}}.
-//
 // WithMembers(object, members): the JSON object `object` (as ProtoJson
 // prints it: "{...}") with `members` ("name": raw JSON value pairs) added
 // at its end.
-#ifndef STAGGER_CORE_STATUS_JSON_H_
-#define STAGGER_CORE_STATUS_JSON_H_
+#ifndef STAGGER_CORE_HTTP_JSON_H_
+#define STAGGER_CORE_HTTP_JSON_H_
 
 #include <string>
 #include <utility>
@@ -34,18 +29,15 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "core/status/decision_ring.h"
 #include "google/protobuf/message.h"
 
-namespace stagger::status {
+namespace stagger::http {
 
 std::string ProtoJson(const google::protobuf::Message& m, bool indent);
 
 std::string JsonString(absl::string_view text);
 
 std::string JsonTime(absl::Time t);
-
-std::string DecisionsJson(const DecisionRing::Window& window);
 
 // A member for WithMembers: name and an already-encoded JSON value.
 using JsonMember = std::pair<std::string, std::string>;
@@ -55,6 +47,6 @@ std::string WithMembers(std::string object,
 // {"error": JsonString(message)}: every JSON endpoint's error body.
 std::string JsonError(absl::string_view message);
 
-}  // namespace stagger::status
+}  // namespace stagger::http
 
-#endif  // STAGGER_CORE_STATUS_JSON_H_
+#endif  // STAGGER_CORE_HTTP_JSON_H_

@@ -20,8 +20,8 @@
 //
 // IntParam: a parameter that is a decimal integer in [min, max] (digits
 // only, at most 9 of them), or `absent` when the query does not name it.
-#ifndef STAGGER_CORE_STATUS_QUERY_STRING_H_
-#define STAGGER_CORE_STATUS_QUERY_STRING_H_
+#ifndef STAGGER_CORE_HTTP_QUERY_STRING_H_
+#define STAGGER_CORE_HTTP_QUERY_STRING_H_
 
 #include <map>
 #include <optional>
@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace stagger::status {
+namespace stagger::http {
 
 inline constexpr size_t kMaxQueryBytes = 8192;
 inline constexpr int kMaxParams = 16;
@@ -59,6 +59,6 @@ absl::StatusOr<int> IntParam(const QueryParams& params, absl::string_view name,
 // double quotes: how messages quote what a client sent.
 std::string Quoted(absl::string_view bytes);
 
-}  // namespace stagger::status
+}  // namespace stagger::http
 
-#endif  // STAGGER_CORE_STATUS_QUERY_STRING_H_
+#endif  // STAGGER_CORE_HTTP_QUERY_STRING_H_

@@ -1,4 +1,4 @@
-#include "client/endpoint_key.h"
+#include "client/key_from_url.h"
 
 #include <vector>
 

@@ -1,12 +1,12 @@
-// Signals: how staggerd takes SIGTERM, SIGINT and SIGHUP (core/cli/signals.h
+// Signals: how staggerd takes SIGTERM, SIGINT and SIGHUP (core/cli/blocked_signals.h
 // blocks them in every thread and waits for them on the main thread).
 //
 // WaitForShutdownSignal: SIGHUP reloads the config file now (or logs that
 // there is none: `reloader` null) and keeps waiting; SIGTERM or SIGINT is
 // logged ("SIGTERM: draining (health NOT_SERVING)") and returned, and the
 // caller drains.
-#ifndef STAGGER_SERVER_DAEMON_SIGNALS_H_
-#define STAGGER_SERVER_DAEMON_SIGNALS_H_
+#ifndef STAGGER_SERVER_DAEMON_SIGNAL_WAIT_H_
+#define STAGGER_SERVER_DAEMON_SIGNAL_WAIT_H_
 
 #include "server/config/config_reloader.h"
 
@@ -17,4 +17,4 @@ int WaitForShutdownSignal(config::ConfigReloader* reloader);
 
 }  // namespace stagger::daemon
 
-#endif  // STAGGER_SERVER_DAEMON_SIGNALS_H_
+#endif  // STAGGER_SERVER_DAEMON_SIGNAL_WAIT_H_

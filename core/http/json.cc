@@ -1,13 +1,12 @@
-#include "core/status/json.h"
+#include "core/http/json.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
-#include "core/engine/decision.h"
-#include "core/engine/endpoint_key.h"
+#include "core/engine/key_validation.h"
 
-namespace stagger::status {
+namespace stagger::http {
 namespace {
 
 // `text` (well-formed UTF-8) escaped into `out`, without quotes.
@@ -77,21 +76,8 @@ std::string JsonTime(absl::Time t) {
       absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone()));
 }
 
-std::string DecisionsJson(const DecisionRing::Window& window) {
-  std::string verdicts;
-  for (int v = 1; v <= DecisionRing::kVerdicts; ++v) {
-    absl::StrAppend(
-        &verdicts, v == 1 ? "" : ",",
-        JsonString(engine::VerdictName(static_cast<engine::Verdict>(v))),
-        ":[", absl::StrJoin(window.counts[v - 1], ","), "]");
-  }
-  return absl::StrCat("{\"last_second\":", window.last_second,
-                      ",\"seconds\":", DecisionRing::kSeconds,
-                      ",\"verdicts\":{", verdicts, "}}");
-}
-
 std::string JsonError(absl::string_view message) {
   return absl::StrCat("{\"error\":", JsonString(message), "}");
 }
 
-}  // namespace stagger::status
+}  // namespace stagger::http

@@ -10,8 +10,8 @@
 // decisions on keys another member owns (StandIn) and the drain (Shutdown,
 // before the port closes). `engine`, `ownership` (nullable) and `metrics`
 // (nullable) must outlive it.
-#ifndef STAGGER_SERVER_DAEMON_LEASES_H_
-#define STAGGER_SERVER_DAEMON_LEASES_H_
+#ifndef STAGGER_SERVER_DAEMON_LEASE_STEP_H_
+#define STAGGER_SERVER_DAEMON_LEASE_STEP_H_
 
 #include <memory>
 
@@ -53,4 +53,4 @@ class Leases {
 
 }  // namespace stagger::daemon
 
-#endif  // STAGGER_SERVER_DAEMON_LEASES_H_
+#endif  // STAGGER_SERVER_DAEMON_LEASE_STEP_H_

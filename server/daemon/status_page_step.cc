@@ -1,4 +1,4 @@
-#include "server/daemon/status_page.h"
+#include "server/daemon/status_page_step.h"
 
 #include <utility>
 #include <vector>

@@ -6,8 +6,8 @@
 // proto3 strings, and in-process callers (the client's local fallback, the
 // simulator) get the same answer. A printable-ASCII key, the common case, is
 // checked eight bytes at a time. Pure functions: thread-safe.
-#ifndef STAGGER_CORE_ENGINE_ENDPOINT_KEY_H_
-#define STAGGER_CORE_ENGINE_ENDPOINT_KEY_H_
+#ifndef STAGGER_CORE_ENGINE_KEY_VALIDATION_H_
+#define STAGGER_CORE_ENGINE_KEY_VALIDATION_H_
 
 #include <cstddef>
 
@@ -27,4 +27,4 @@ size_t InvalidUtf8At(absl::string_view s);
 
 }  // namespace stagger::engine
 
-#endif  // STAGGER_CORE_ENGINE_ENDPOINT_KEY_H_
+#endif  // STAGGER_CORE_ENGINE_KEY_VALIDATION_H_

@@ -20,8 +20,8 @@
 // over kMaxUrlBytes, path_segments outside 0..kMaxPathSegments.
 //
 // Pure; thread-safe.
-#ifndef STAGGER_CLIENT_ENDPOINT_KEY_H_
-#define STAGGER_CLIENT_ENDPOINT_KEY_H_
+#ifndef STAGGER_CLIENT_KEY_FROM_URL_H_
+#define STAGGER_CLIENT_KEY_FROM_URL_H_
 
 #include <string>
 
@@ -38,4 +38,4 @@ absl::StatusOr<std::string> EndpointKeyFromUrl(absl::string_view url,
 
 }  // namespace stagger::client
 
-#endif  // STAGGER_CLIENT_ENDPOINT_KEY_H_
+#endif  // STAGGER_CLIENT_KEY_FROM_URL_H_

@@ -16,8 +16,8 @@
 // HookStatusPage: `metrics` counts every decision it records into the
 // page's chart from now on (nothing if `page` is null). The page must
 // outlive `metrics`: staggerd starts it first, before the metrics.
-#ifndef STAGGER_SERVER_DAEMON_STATUS_PAGE_H_
-#define STAGGER_SERVER_DAEMON_STATUS_PAGE_H_
+#ifndef STAGGER_SERVER_DAEMON_STATUS_PAGE_STEP_H_
+#define STAGGER_SERVER_DAEMON_STATUS_PAGE_STEP_H_
 
 #include <memory>
 #include <optional>
@@ -45,4 +45,4 @@ void HookStatusPage(status::StatusPage* page, metrics::ServerMetrics* metrics);
 
 }  // namespace stagger::daemon
 
-#endif  // STAGGER_SERVER_DAEMON_STATUS_PAGE_H_
+#endif  // STAGGER_SERVER_DAEMON_STATUS_PAGE_STEP_H_

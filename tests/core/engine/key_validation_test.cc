@@ -1,8 +1,8 @@
-// Endpoint keys (core/engine/endpoint_key.h): the messages that name what
+// Endpoint keys (core/engine/key_validation.h): the messages that name what
 // is wrong, and the eight-bytes-at-a-time printable-ASCII check held to a
 // byte-by-byte reference for every byte value at every position of a word
 // and of the tail.
-#include "core/engine/endpoint_key.h"
+#include "core/engine/key_validation.h"
 
 #include <string>
 

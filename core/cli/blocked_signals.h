@@ -6,8 +6,8 @@
 //
 // WaitForShutdownSignal: each SIGHUP runs on_hangup (may be null) and keeps
 // waiting; SIGTERM or SIGINT is returned, and the caller shuts down.
-#ifndef STAGGER_CORE_CLI_SIGNALS_H_
-#define STAGGER_CORE_CLI_SIGNALS_H_
+#ifndef STAGGER_CORE_CLI_BLOCKED_SIGNALS_H_
+#define STAGGER_CORE_CLI_BLOCKED_SIGNALS_H_
 
 #include <signal.h>
 
@@ -26,4 +26,4 @@ int WaitForShutdownSignal(const std::function<void()>& on_hangup);
 
 }  // namespace stagger::cli
 
-#endif  // STAGGER_CORE_CLI_SIGNALS_H_
+#endif  // STAGGER_CORE_CLI_BLOCKED_SIGNALS_H_

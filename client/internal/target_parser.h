@@ -1,15 +1,15 @@
 // MemberSpec: a ClientOptions::target parsed into its members (the forms
-// are client/members.h's), and the order the client compares and hashes
+// are client/coordinator_target.h's), and the order the client compares and hashes
 // them in. Internal to the client library.
-#ifndef STAGGER_CLIENT_INTERNAL_MEMBERS_H_
-#define STAGGER_CLIENT_INTERNAL_MEMBERS_H_
+#ifndef STAGGER_CLIENT_INTERNAL_TARGET_PARSER_H_
+#define STAGGER_CLIENT_INTERNAL_TARGET_PARSER_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/members.h"
+#include "client/coordinator_target.h"
 
 namespace stagger::client {
 
@@ -31,4 +31,4 @@ std::vector<Member> SortedByName(std::vector<Member> members);
 
 }  // namespace stagger::client
 
-#endif  // STAGGER_CLIENT_INTERNAL_MEMBERS_H_
+#endif  // STAGGER_CLIENT_INTERNAL_TARGET_PARSER_H_

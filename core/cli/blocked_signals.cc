@@ -1,4 +1,4 @@
-#include "core/cli/signals.h"
+#include "core/cli/blocked_signals.h"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

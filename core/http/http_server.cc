@@ -1,4 +1,4 @@
-#include "core/status/http_server.h"
+#include "core/http/http_server.h"
 
 #include <civetweb.h>
 
@@ -6,9 +6,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/status/json.h"
+#include "core/http/json.h"
 
-namespace stagger::status {
+namespace stagger::http {
 namespace {
 
 constexpr char kSecurityHeaders[] =
@@ -135,4 +135,4 @@ HttpServer::~HttpServer() {
   mg_exit_library();
 }
 
-}  // namespace stagger::status
+}  // namespace stagger::http

@@ -1,9 +1,9 @@
-#include "server/daemon/signals.h"
+#include "server/daemon/signal_wait.h"
 
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
-#include "core/cli/signals.h"
+#include "core/cli/blocked_signals.h"
 #include "server/daemon/log.h"
 
 namespace stagger::daemon {

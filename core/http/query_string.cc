@@ -1,4 +1,4 @@
-#include "core/status/query_string.h"
+#include "core/http/query_string.h"
 
 #include <algorithm>
 
@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/engine/endpoint_key.h"
+#include "core/engine/key_validation.h"
 
-namespace stagger::status {
+namespace stagger::http {
 namespace {
 
 absl::Status Refuse(absl::string_view what) {
@@ -133,4 +133,4 @@ absl::StatusOr<int> IntParam(const QueryParams& params, absl::string_view name,
   return n;
 }
 
-}  // namespace stagger::status
+}  // namespace stagger::http

@@ -1,6 +1,6 @@
 // client/members: the replica list forms of ClientOptions::target and the
 // stable names they give.
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 
 #include <string>
 

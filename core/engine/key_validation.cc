@@ -1,4 +1,4 @@
-#include "core/engine/endpoint_key.h"
+#include "core/engine/key_validation.h"
 
 #include <cstdint>
 #include <cstring>

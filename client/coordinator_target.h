@@ -2,7 +2,7 @@
 // name each is known -- from ClientOptions::target (the example worker's
 // --coordinator, stagger-load's --target, stagger-agent's --coordinator).
 // This header has the target forms, the Member value and the hook for
-// another membership source; parsing lives in client/internal/members.h. The names are what keys
+// another membership source; parsing lives in client/internal/target_parser.h. The names are what keys
 // are hashed over (core/wire/rendezvous.h), so a client and staggerd's
 // --replicas must agree on them.
 //
@@ -31,8 +31,8 @@
 //                                PTR name is named by the address itself
 //                                (not stable across reschedules).
 // Stateless apart from DNS lookups; thread-safe.
-#ifndef STAGGER_CLIENT_MEMBERS_H_
-#define STAGGER_CLIENT_MEMBERS_H_
+#ifndef STAGGER_CLIENT_COORDINATOR_TARGET_H_
+#define STAGGER_CLIENT_COORDINATOR_TARGET_H_
 
 #include <functional>
 #include <string>
@@ -65,4 +65,4 @@ using MemberResolver = std::function<absl::StatusOr<std::vector<Member>>(
 
 }  // namespace stagger::client
 
-#endif  // STAGGER_CLIENT_MEMBERS_H_
+#endif  // STAGGER_CLIENT_COORDINATOR_TARGET_H_

@@ -1,6 +1,6 @@
-// EndpointKeyFromUrl (client/endpoint_key.h): what a key keeps and what it
+// EndpointKeyFromUrl (client/key_from_url.h): what a key keeps and what it
 // never keeps (userinfo, query, fragment), as a table; and every refusal.
-#include "client/endpoint_key.h"
+#include "client/key_from_url.h"
 
 #include <string>
 #include <vector>

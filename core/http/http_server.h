@@ -20,8 +20,8 @@
 //    Content-Security-Policy allowing only the server's own scripts,
 //    styles and fetches (no inline script, nothing from elsewhere).
 //  - Destroying the server stops it: requests in flight finish first.
-#ifndef STAGGER_CORE_STATUS_HTTP_SERVER_H_
-#define STAGGER_CORE_STATUS_HTTP_SERVER_H_
+#ifndef STAGGER_CORE_HTTP_HTTP_SERVER_H_
+#define STAGGER_CORE_HTTP_HTTP_SERVER_H_
 
 #include <functional>
 #include <map>
@@ -35,7 +35,7 @@
 struct mg_context;
 struct mg_connection;
 
-namespace stagger::status {
+namespace stagger::http {
 
 struct HttpResponse {
   int status = 200;
@@ -81,6 +81,6 @@ class HttpServer {
   int port_ = 0;
 };
 
-}  // namespace stagger::status
+}  // namespace stagger::http
 
-#endif  // STAGGER_CORE_STATUS_HTTP_SERVER_H_
+#endif  // STAGGER_CORE_HTTP_HTTP_SERVER_H_
