@@ -24,7 +24,8 @@ import os
 import re
 import sys
 
-SOURCE_FOLDERS = ("core", "server", "client", "staggerctl", "agent", "bench")
+SOURCE_FOLDERS = ("core", "server", "client", "staggerctl", "agent", "bench",
+                  "examples")
 CXX = (".h", ".cc")
 # client/node's own sources (not its generated code, packages or output).
 NODE_SRC = "client/node/src"
@@ -90,8 +91,6 @@ RULES = [
     # The client: its implementation below its public headers, its tools
     # and its packages for other languages.
     ("client/internal", LIBS, ["core", "client/."]),
-    ("client/examples", {"std", "absl", "grpc", "proto"},
-     ["client/.", "core/cli"]),
     ("client/python", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/node", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/go", {"std", "protobuf", "grpc", "proto"}, []),
@@ -109,6 +108,9 @@ RULES = [
     ("agent/status", {"std", "absl"}, ["core", "client/."]),
     ("agent", {"std", "absl", "protobuf", "grpc", "proto"},
      ["core", "client/.", "agent/status"]),
+    # The example workers users copy from: the client's public headers.
+    ("examples", {"std", "absl", "grpc", "proto"},
+     ["client/.", "core/cli"]),
     ("bench", LIBS | {"test"}, ["core", "server", "client", "agent", "bench"]),
 ]
 

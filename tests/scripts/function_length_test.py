@@ -218,7 +218,7 @@ class DefaultScopeTest(unittest.TestCase):
     def test_the_repositorys_code_is_in_scope(self):
         self.assertEqual(self.names(fl.default_roots()),
                          ['core', 'server', 'client', 'bench', 'agent',
-                          'staggerctl'])
+                          'staggerctl', 'examples'])
 
     def test_agent_is_in_scope_when_it_exists(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,7 +1,7 @@
 // The TypeScript worker of the HTTP end-to-end run (scenario.py;
 // docs/EXAMPLE.md): real HTTP POSTs to --url through client/node, against
 // --target (a stagger-agent's socket, unix:/path). The C++ worker's
-// contract (worker.cc):
+// contract (http_worker.cc):
 //   * the endpoint key is endpointKeyFromUrl(--url, 1);
 //   * the --warmup_ids one after another, then the --ids all at once (a
 //     promise each), every delivery a DeliveryLoop.run over one shared
@@ -13,7 +13,7 @@
 //     request that fails (refused, reset) throws: RETRYABLE_FAILURE;
 //   * a run that ends "deferred" is parked for deferForMs (a timer) and run
 //     again from nextAttempt.
-// It writes --out, the JSON worker.cc documents (end SUCCEEDED | GAVE_UP |
+// It writes --out, the JSON http_worker.cc documents (end SUCCEEDED | GAVE_UP |
 // CANCELLED | ERROR).
 //
 //   node worker.js --target=unix:/tmp/a.sock --url=http://127.0.0.1:8080/hooks/t0k3n --ids=a,b --out=result.json
@@ -34,7 +34,7 @@ import {
   type Coordinator,
   type Decision,
   type ReportRequest,
-} from "../../../client/node/src/index";
+} from "../../client/node/src/index";
 
 interface Flags {
   target: string;

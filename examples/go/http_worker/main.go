@@ -1,7 +1,7 @@
 // The Go worker of the HTTP end-to-end run (tests/e2e/http/scenario.py;
 // docs/EXAMPLE.md): real HTTP POSTs to --url through the stagger module
 // (client/go), against --target (a stagger-agent's socket, unix:/path).
-// The same contract as the C++ and Python workers (worker.cc, worker.py):
+// The same contract as the C++ and Python workers (http_worker.cc, http_worker.py):
 //
 //   - the endpoint key is EndpointKeyFromURL(--url, 1);
 //   - the --warmup_ids one after another, then the --ids all at once (a
@@ -14,7 +14,7 @@
 //     RETRYABLE_FAILURE);
 //   - DEFERs are parked inside RetryLoop (no park limit).
 //
-// It writes --out, the JSON worker.cc documents (end SUCCEEDED | GAVE_UP |
+// It writes --out, the JSON http_worker.cc documents (end SUCCEEDED | GAVE_UP |
 // DEFERRED | CANCELLED | ERROR). Exit 0 once --out is written; 2 for bad
 // flags.
 package main
@@ -73,7 +73,7 @@ func parseFlags() flags {
 }
 
 // recorder passes every call to the shared client and keeps an event of
-// it (worker.cc's Event). One per delivery: its loop calls one at a time.
+// it (http_worker.cc's Event). One per delivery: its loop calls one at a time.
 type recorder struct {
 	c      *stagger.Client
 	events []map[string]interface{}

@@ -33,6 +33,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -369,14 +370,30 @@ std::string DeliveryJson(const Delivery& d) {
       absl::StrJoin(events, ", "), "]}");
 }
 
+// Writes --out: the worker, its key and every delivery of `sets`, in order.
+// False if the file could not be written.
+bool WriteOut(const std::string& out, const std::string& name,
+              const std::string& key,
+              std::initializer_list<const std::vector<Delivery>*> sets) {
+  std::vector<std::string> all;
+  for (const std::vector<Delivery>* set : sets) {
+    for (const Delivery& d : *set) all.push_back(DeliveryJson(d));
+  }
+  std::ofstream f(out);
+  f << "{\"worker\": " << Json(name) << ", \"endpoint_key\": " << Json(key)
+    << ", \"deliveries\": [" << absl::StrJoin(all, ",\n") << "]}\n";
+  f.close();
+  return static_cast<bool>(f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this program's flags (tests/e2e/http/).
+  // --help lists this program's flags (examples/cpp/http_worker.cc).
   stagger::cli::InstallUsage(
       "Delivers HTTP POSTs to --url through the stagger-agent at --target; "
       "writes what happened to --out (JSON).",
-      "tests/e2e/http");
+      "examples/cpp/http_worker.cc");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string out = absl::GetFlag(FLAGS_out);
@@ -418,15 +435,7 @@ int main(int argc, char** argv) {
   }
   for (std::thread& t : threads) t.join();
 
-  std::vector<std::string> all;
-  for (const auto* set : {&warmups, &deliveries}) {
-    for (const Delivery& d : *set) all.push_back(DeliveryJson(d));
-  }
-  std::ofstream f(out);
-  f << "{\"worker\": " << Json(name) << ", \"endpoint_key\": " << Json(*key)
-    << ", \"deliveries\": [" << absl::StrJoin(all, ",\n") << "]}\n";
-  f.close();
-  if (!f) {
+  if (!WriteOut(out, name, *key, {&warmups, &deliveries})) {
     std::fprintf(stderr, "%s: cannot write %s\n", name.c_str(), out.c_str());
     return 1;
   }

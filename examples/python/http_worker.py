@@ -1,7 +1,7 @@
-"""The Python worker of the HTTP end-to-end run (scenario.py;
+"""The Python worker of the HTTP end-to-end run (tests/e2e/http/scenario.py;
 docs/EXAMPLE.md): real HTTP POSTs to --url through the `stagger` package,
 against --target (a stagger-agent's socket, unix:/path). The same contract
-as the C++ worker (worker.cc):
+as the C++ worker (http_worker.cc):
 
   * the endpoint key is endpoint_key_from_url(--url, path_segments=1);
   * the --warmup_ids one after another, then the --ids all at once (a
@@ -15,10 +15,10 @@ as the C++ worker (worker.cc):
     not HTTP is status 0 (RETRYABLE_FAILURE);
   * DEFERs are parked inside RetryLoop (park_limit is infinite).
 
-It writes --out, the JSON worker.cc documents (end SUCCEEDED | GAVE_UP |
+It writes --out, the JSON http_worker.cc documents (end SUCCEEDED | GAVE_UP |
 DEFERRED | CANCELLED, or ERROR with the exception).
 
-  /usr/bin/python3 worker.py --target unix:/tmp/a.sock \\
+  /usr/bin/python3 examples/python/http_worker.py --target unix:/tmp/a.sock \\
       --url http://127.0.0.1:8080/hooks/t0k3n --ids a,b --out result.json
 """
 
@@ -38,7 +38,7 @@ from stagger import (Attempt, AttemptResult, Canceller, CoordinatorClient,
 
 class RecordingCoordinator:
     """Passes every call to the shared client and keeps an event of it
-    (worker.cc's Event). One per delivery: its loop calls one at a time."""
+    (http_worker.cc's Event). One per delivery: its loop calls one at a time."""
 
     def __init__(self, inner: CoordinatorClient) -> None:
         self._inner = inner

@@ -1,5 +1,5 @@
 // A Go worker on the stagger module (client/go, docs/CLIENT.md "Go"),
-// built from outside the repository by go_test.sh: it delivers -deliveries
+// built from outside the repository by tests/client/go/go_worker_test.sh: it delivers -deliveries
 // HTTP POSTs to -url through -target (a stagger-agent's socket), each one a
 // RetryLoop run, and prints every decision and how each delivery ended:
 //
