@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "staggerctl/commands.h"
 #include "grpcpp/channel.h"
+#include "staggerctl/commands.h"
 
 namespace stagger::staggerctl {
 

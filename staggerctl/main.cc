@@ -15,13 +15,13 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/tls_options.h"
 #include "core/cli/blocked_signals.h"
 #include "staggerctl/args.h"
 #include "staggerctl/commands.h"
 #include "staggerctl/fan_out.h"
 #include "staggerctl/grpc_shutdown.h"
 #include "staggerctl/watch_command.h"
-#include "client/tls_options.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:50051",
           "staggerd gRPC address, or every replica's, comma-separated");

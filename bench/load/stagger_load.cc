@@ -66,9 +66,9 @@
 #include "bench/load/latency_histogram.h"
 #include "client/internal/target_parser.h"
 #include "core/cli/usage.h"
+#include "core/wire/rendezvous.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
-#include "core/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",

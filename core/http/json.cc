@@ -3,8 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/json_util.h"
 #include "core/engine/key_validation.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace stagger::http {
 namespace {

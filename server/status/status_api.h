@@ -49,8 +49,8 @@
 #include "absl/strings/string_view.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
-#include "core/status/decision_ring.h"
 #include "core/http/http_server.h"
+#include "core/status/decision_ring.h"
 #include "server/service/watch_log.h"
 #include "server/status/peer_health.h"
 

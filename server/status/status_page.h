@@ -20,8 +20,8 @@
 #include "absl/status/statusor.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
-#include "core/status/decision_ring.h"
 #include "core/http/http_server.h"
+#include "core/status/decision_ring.h"
 #include "server/status/peer_health.h"
 #include "server/status/status_api.h"
 

@@ -1,5 +1,5 @@
-// client/members: the replica list forms of ClientOptions::target and the
-// stable names they give.
+// client/internal/target_parser: the replica list forms of
+// ClientOptions::target and the stable names they give.
 #include "client/internal/target_parser.h"
 
 #include <string>
