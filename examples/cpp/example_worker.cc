@@ -578,12 +578,12 @@ int RunFleet(stagger::client::CoordinatorClient* client,
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this program's flags (examples/cpp/example_worker.cc).
+  // --help lists this program's flags (examples/cpp/).
   stagger::cli::InstallUsage(
       "Delivers to a simulated flaky endpoint through staggerd and prints "
       "every decision.\n  stagger-example-worker --coordinator "
       "127.0.0.1:50051",
-      "examples/cpp/example_worker.cc");
+      "examples/cpp");
   absl::ParseCommandLine(argc, argv);
   const int workers = std::clamp(absl::GetFlag(FLAGS_workers), 1, 256);
   const int deliveries = std::clamp(absl::GetFlag(FLAGS_deliveries), 1, 100000);

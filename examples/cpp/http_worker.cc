@@ -389,11 +389,11 @@ bool WriteOut(const std::string& out, const std::string& name,
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this program's flags (examples/cpp/http_worker.cc).
+  // --help lists this program's flags (examples/cpp/).
   stagger::cli::InstallUsage(
       "Delivers HTTP POSTs to --url through the stagger-agent at --target; "
       "writes what happened to --out (JSON).",
-      "examples/cpp/http_worker.cc");
+      "examples/cpp");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string out = absl::GetFlag(FLAGS_out);

@@ -330,7 +330,7 @@ int main(int argc, char** argv) {
       "POSTs every event of the coordinator's watch to a URL as a "
       "CloudEvent.\n  stagger-notifier --coordinator 127.0.0.1:50051 --url "
       "http://127.0.0.1:8080/events",
-      "examples/cpp/notifier.cc");
+      "examples/cpp");
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<HttpUrl> url = ParseHttpUrl(absl::GetFlag(FLAGS_url));
   if (!url.ok()) return Fail(std::string(url.status().message()));
