@@ -53,7 +53,7 @@ grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
   return grpc::Status::OK;
 }
 
-class WaitingAdmit final : public grpc::ServerUnaryReactor {
+class WaitingAdmitReactor final : public grpc::ServerUnaryReactor {
  public:
   // The call's wait ends this long before the worker's deadline...
   static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(150);
@@ -63,10 +63,10 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
   static constexpr absl::Duration kAnswerMargin = absl::Milliseconds(100);
 
   // `held` counts the calls held; this one is in it until OnDone.
-  WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
-               grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp,
-               v1::AdmitRequest request, absl::Time deadline,
-               std::atomic<int64_t>* held)
+  WaitingAdmitReactor(client::CoordinatorClient* client, DecisionTally* tally,
+                      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp,
+                      v1::AdmitRequest request, absl::Time deadline,
+                      std::atomic<int64_t>* held)
       : client_(client),
         tally_(tally),
         ctx_(ctx),
@@ -229,7 +229,7 @@ grpc::ServerUnaryReactor* AgentService::MaybeHold(
     overflows_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  auto* call = new WaitingAdmit(client_, tally_, ctx, resp, std::move(*request),
+  auto* call = new WaitingAdmitReactor(client_, tally_, ctx, resp, std::move(*request),
                                 absl::FromChrono(ctx->deadline()), &waiting_);
   call->Start();
   return call;

@@ -6,7 +6,7 @@
 //
 // Contract:
 //   * Sharding. `target` may name several coordinator replicas (a list, or
-//     dns:/// of a headless Service; see client/members.h for the forms and
+//     dns:/// of a headless Service; see client/coordinator_target.h for the forms and
 //     how each replica's stable name is learned). Every endpoint key is
 //     owned by one replica, chosen by rendezvous hashing over the names
 //     (core/wire/rendezvous.h, the hashing staggerd's --replicas uses), and
@@ -81,7 +81,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/lease_status.h"
-#include "client/members.h"
+#include "client/coordinator_target.h"
 #include "client/wait.h"
 #include "core/engine/clock.h"
 #include "core/engine/decision.h"
@@ -175,7 +175,7 @@ struct ClientOptions {
   // The coordinator: one gRPC target ("127.0.0.1:50051"), a list of
   // replicas ("stagger-0=10.0.0.5:50051,stagger-1=10.0.0.6:50051" or pod
   // DNS names), or "dns:///stagger-headless.ns.svc:50051" (every address,
-  // named by its reverse DNS name). See client/members.h. Ignored if
+  // named by its reverse DNS name). See client/coordinator_target.h. Ignored if
   // `channel` is set.
   std::string target = "127.0.0.1:50051";
   // Use this channel instead of creating one for `target` (tests, shared
@@ -205,7 +205,7 @@ struct ClientOptions {
   absl::Duration dns_refresh = absl::Seconds(5);
   // How a dns:/// target's members are found, at start and every
   // dns_refresh. Null: ResolveDnsMembers (A/AAAA records, each member named
-  // by its PTR name; client/members.h).
+  // by its PTR name; client/coordinator_target.h).
   MemberResolver resolve_members;
   // Time for the local engine, the recheck interval and DEFER conversion.
   // Null: engine::RealClock. Must outlive the client.

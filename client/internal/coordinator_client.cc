@@ -30,10 +30,10 @@
 #include "client/internal/batch_fan_out.h"
 #include "client/internal/client_metrics.h"
 #include "client/internal/local_decider.h"
-#include "client/internal/members.h"
 #include "client/internal/membership.h"
 #include "client/internal/replica.h"
 #include "client/internal/replica_call.h"
+#include "client/internal/target_parser.h"
 #include "core/engine/engine.h"
 #include "core/lease/agent_link.h"
 #include "core/wire/wire.h"
@@ -507,9 +507,9 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
 
 // One waiting call in flight: its request (the input borrows its endpoint),
 // response, context, replica and the caller's cancellation.
-struct WaitingAdmit {
-  explicit WaitingAdmit(InFlightCalls* calls) : in_flight(calls, &ctx) {}
-  ~WaitingAdmit() { in_flight.Forget(); }  // ctx is still alive here
+struct WaitingAdmitCall {
+  explicit WaitingAdmitCall(InFlightCalls* calls) : in_flight(calls, &ctx) {}
+  ~WaitingAdmitCall() { in_flight.Forget(); }  // ctx is still alive here
   InFlightCalls::Token in_flight;  // destroyed last: after ctx
   v1::AdmitRequest req;
   v1::AdmitResponse resp;
@@ -636,7 +636,7 @@ void CoordinatorClient::Impl::ResendHeld(
 void CoordinatorClient::Impl::AdmitWaitingByCall(
     const std::shared_ptr<Replica>& r, const AdmitRequest& in,
     const Canceller* cancel, absl::Time answer_by, AdmitDone done) {
-  auto call = std::make_shared<WaitingAdmit>(&in_flight_);
+  auto call = std::make_shared<WaitingAdmitCall>(&in_flight_);
   wire::ToProto(in, &call->req);
   call->replica = r;
   call->done = std::move(done);

@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
-#include "client/members.h"
+#include "client/coordinator_target.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_agent_sync.h"
 
