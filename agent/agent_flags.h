@@ -5,7 +5,7 @@
 //   --listen            unix:/path (default unix:/run/stagger/agent.sock: a
 //                       node's workers share one socket) or host:port.
 //   --coordinator       the coordinator replicas, in the C++ client's forms
-//                       (client/members.h).
+//                       (client/coordinator_target.h).
 //   --status_address    optional: host:port of the read-only status page
 //                       (agent/status/agent_status_page.h); empty: none.
 //   --config            optional: a staggerd config file whose policies and

@@ -32,28 +32,44 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
 // A waiting Admit held here without holding a thread: the coordinator has an
 // entry for it in its waiting line (over the lease stream; a waiting call
 // of its own while the stream is down), and the call is finished when the
-// coordinator answers (or the client's fallback decides). It is answered by
-// min(wait, the worker's deadline - kDeadlineMargin); the worker cancelling
-// it drops the coordinator's entry too.
+// coordinator answers (or the client's fallback decides). Its wait is
+// min(wait, the worker's deadline - kDeadlineMargin); it is answered by
+// min(wait + 50 ms, the worker's deadline - kAnswerMargin) whatever the
+// coordinator does; the worker cancelling it drops the coordinator's entry
+// too.
+// An Admit's or Report's answer; `ctx` (may be null) gets its source as
+// initial metadata (kSourceHeader: "lease", "coordinator" or "local").
 template <typename Response>
 grpc::Status Answer(const absl::StatusOr<ClientDecision>& d, absl::Time now,
-                    DecisionTally* tally, Response* resp) {
+                    DecisionTally* tally, Response* resp,
+                    grpc::CallbackServerContext* ctx) {
   if (!d.ok()) return rpc::ToGrpcStatus(d.status());
   if (tally != nullptr) tally->Record(*d);
+  if (ctx != nullptr) {
+    ctx->AddInitialMetadata(AgentService::kSourceHeader,
+                            client::DecisionSourceName(d->source));
+  }
   ToWire(*d, now, resp->mutable_decision());
   return grpc::Status::OK;
 }
 
-class WaitingAdmit final : public grpc::ServerUnaryReactor {
+class WaitingAdmitReactor final : public grpc::ServerUnaryReactor {
  public:
-  static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+  // The call's wait ends this long before the worker's deadline...
+  static constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(150);
+  // ...and it is answered at the latest this long before it, whatever the
+  // coordinator does (by the fallback then; SyncSession::kHeldGrace after
+  // the wait).
+  static constexpr absl::Duration kAnswerMargin = absl::Milliseconds(100);
 
   // `held` counts the calls held; this one is in it until OnDone.
-  WaitingAdmit(client::CoordinatorClient* client, DecisionTally* tally,
-               grpc::ByteBuffer* resp, v1::AdmitRequest request,
-               absl::Time deadline, std::atomic<int64_t>* held)
+  WaitingAdmitReactor(client::CoordinatorClient* client, DecisionTally* tally,
+                      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp,
+                      v1::AdmitRequest request, absl::Time deadline,
+                      std::atomic<int64_t>* held)
       : client_(client),
         tally_(tally),
+        ctx_(ctx),
         resp_(resp),
         request_(std::move(request)),
         deadline_(deadline),
@@ -69,21 +85,20 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
           std::min(in->wait, deadline_ - absl::Now() - kDeadlineMargin),
           absl::Milliseconds(1));
     }
-    client_->AdmitWaitingAsync(*in, &cancel_,
-                               [this](absl::StatusOr<ClientDecision> d) {
-                                 v1::AdmitResponse response;
-                                 grpc::Status s = Answer(
-                                     d, client_->clock().Now(), tally_,
-                                     &response);
-                                 bool own = false;
-                                 if (s.ok()) {
-                                   s = grpc::SerializationTraits<
-                                       v1::AdmitResponse>::Serialize(response,
-                                                                     resp_,
-                                                                     &own);
-                                 }
-                                 Finish(s);
-                               });
+    client_->AdmitWaitingAsync(
+        *in, &cancel_,
+        [this](absl::StatusOr<ClientDecision> d) {
+          v1::AdmitResponse response;
+          grpc::Status s =
+              Answer(d, client_->clock().Now(), tally_, &response, ctx_);
+          bool own = false;
+          if (s.ok()) {
+            s = grpc::SerializationTraits<v1::AdmitResponse>::Serialize(
+                response, resp_, &own);
+          }
+          Finish(s);
+        },
+        deadline_ - kAnswerMargin);
   }
   void OnCancel() override { cancel_.Cancel(); }
   void OnDone() override {
@@ -97,6 +112,7 @@ class WaitingAdmit final : public grpc::ServerUnaryReactor {
  private:
   client::CoordinatorClient* const client_;
   DecisionTally* const tally_;
+  grpc::CallbackServerContext* const ctx_;
   grpc::ByteBuffer* const resp_;
   const v1::AdmitRequest request_;
   const absl::Time deadline_;  // the worker's
@@ -213,7 +229,7 @@ grpc::ServerUnaryReactor* AgentService::MaybeHold(
     overflows_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  auto* call = new WaitingAdmit(client_, tally_, resp, std::move(*request),
+  auto* call = new WaitingAdmitReactor(client_, tally_, ctx, resp, std::move(*request),
                                 absl::FromChrono(ctx->deadline()), &waiting_);
   call->Start();
   return call;
@@ -234,14 +250,14 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
   }
   return ServeParsed<Req, Resp>(
       ctx, std::move(request), resp,
-      [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
+      [this, ctx](const Req& r, Resp* out) -> std::optional<grpc::Status> {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         std::optional<ClientDecision> d = client_->AdmitUnderLease(*in);
         if (!d.has_value()) return std::nullopt;
-        return Answer(*d, client_->clock().Now(), tally_, out);
+        return Answer(*d, client_->clock().Now(), tally_, out, ctx);
       },
-      [this](const Req& r, Resp* out) {
+      [this, ctx](const Req& r, Resp* out) {
         absl::StatusOr<engine::AdmitInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         // A wait here is one the agent had no room to hold: not passed on
@@ -250,7 +266,7 @@ grpc::ServerUnaryReactor* AgentService::Admit(grpc::CallbackServerContext* ctx,
           in->wait = absl::ZeroDuration();
         }
         return Answer(client_->Admit(*in), client_->clock().Now(), tally_,
-                      out);
+                      out, ctx);
       });
 }
 
@@ -261,18 +277,18 @@ grpc::ServerUnaryReactor* AgentService::Report(grpc::CallbackServerContext* ctx,
   using Resp = v1::ReportResponse;
   return Serve<Req, Resp>(
       ctx, req, resp,
-      [this](const Req& r, Resp* out) -> std::optional<grpc::Status> {
+      [this, ctx](const Req& r, Resp* out) -> std::optional<grpc::Status> {
         absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         std::optional<ClientDecision> d = client_->ReportUnderLease(*in);
         if (!d.has_value()) return std::nullopt;
-        return Answer(*d, client_->clock().Now(), tally_, out);
+        return Answer(*d, client_->clock().Now(), tally_, out, ctx);
       },
-      [this](const Req& r, Resp* out) {
+      [this, ctx](const Req& r, Resp* out) {
         absl::StatusOr<engine::ReportInput> in = wire::FromProto(r);
         if (!in.ok()) return rpc::ToGrpcStatus(in.status());
         return Answer(client_->Report(*in), client_->clock().Now(), tally_,
-                      out);
+                      out, ctx);
       });
 }
 

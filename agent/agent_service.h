@@ -14,11 +14,15 @@
 //   * GetEndpoint and ListEndpoints answer UNIMPLEMENTED, naming where to
 //     ask: the agent serves decisions; inspection is the coordinators'.
 // Every decision answered is recorded in `tally` when one is given (the
-// status page's counts and chart; null: none).
+// status page's counts and chart; null: none), and its source goes to the
+// worker as initial metadata (kSourceHeader).
 // A waiting Admit (AdmitRequest.wait > 0) is held without a thread until
 // its answer (client/coordinator_client.h, AdmitWaitingAsync); at most
 // `max_waiting` at once: beyond that it is answered at once, as an Admit
-// without a wait, and counted (waiting_overflows).
+// without a wait, and counted (waiting_overflows). A held call is answered
+// by min(its wait + 50 ms, the worker's deadline - 100 ms) at the latest,
+// by the fallback if the coordinator's answer has not come
+// (CoordinatorClient::AdmitWaitingAsync's answer_by).
 // Thread-safe. `client`, `pool` and `tally` must outlive the service.
 #ifndef STAGGER_AGENT_AGENT_SERVICE_H_
 #define STAGGER_AGENT_AGENT_SERVICE_H_
@@ -45,6 +49,11 @@ using RawService = v1::RetryCoordinator::WithRawCallbackMethod_Admit<
 
 class AgentService final : public RawService {
  public:
+  // Initial metadata of every Admit and Report answered with a decision:
+  // who decided it, "lease" (here, under a lease), "coordinator" or
+  // "local" (the fallback). Batches do not carry it.
+  static constexpr char kSourceHeader[] = "stagger-source";
+
   AgentService(client::CoordinatorClient* client, WorkPool* pool,
                DecisionTally* tally = nullptr, int64_t max_waiting = 10000);
 

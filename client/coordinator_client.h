@@ -6,7 +6,7 @@
 //
 // Contract:
 //   * Sharding. `target` may name several coordinator replicas (a list, or
-//     dns:/// of a headless Service; see client/members.h for the forms and
+//     dns:/// of a headless Service; see client/coordinator_target.h for the forms and
 //     how each replica's stable name is learned). Every endpoint key is
 //     owned by one replica, chosen by rendezvous hashing over the names
 //     (core/wire/rendezvous.h, the hashing staggerd's --replicas uses), and
@@ -81,7 +81,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/lease_status.h"
-#include "client/members.h"
+#include "client/coordinator_target.h"
 #include "client/wait.h"
 #include "core/engine/clock.h"
 #include "core/engine/decision.h"
@@ -175,7 +175,7 @@ struct ClientOptions {
   // The coordinator: one gRPC target ("127.0.0.1:50051"), a list of
   // replicas ("stagger-0=10.0.0.5:50051,stagger-1=10.0.0.6:50051" or pod
   // DNS names), or "dns:///stagger-headless.ns.svc:50051" (every address,
-  // named by its reverse DNS name). See client/members.h. Ignored if
+  // named by its reverse DNS name). See client/coordinator_target.h. Ignored if
   // `channel` is set.
   std::string target = "127.0.0.1:50051";
   // Use this channel instead of creating one for `target` (tests, shared
@@ -205,7 +205,7 @@ struct ClientOptions {
   absl::Duration dns_refresh = absl::Seconds(5);
   // How a dns:/// target's members are found, at start and every
   // dns_refresh. Null: ResolveDnsMembers (A/AAAA records, each member named
-  // by its PTR name; client/members.h).
+  // by its PTR name; client/coordinator_target.h).
   MemberResolver resolve_members;
   // Time for the local engine, the recheck interval and DEFER conversion.
   // Null: engine::RealClock. Must outlive the client.
@@ -251,11 +251,28 @@ class CoordinatorClient final : public Coordinator {
   absl::StatusOr<ClientDecision> AdmitWaiting(const AdmitRequest& in,
                                               const Canceller* cancel) override;
   // The same without blocking: `done` runs once, on a gRPC thread (or on
-  // this one, for an answer given without a call).
+  // this one, for an answer given without a call). `answer_by` (real
+  // time; a server relaying its caller's deadline, as stagger-agent does)
+  // bounds when `done` runs: what the coordinator has not answered by then
+  // is decided by the fallback then. With leases the call is held over the
+  // replica's lease stream; it is answered by min(in.wait + 50 ms,
+  // answer_by) whatever that stream does (SyncSession::kHeldGrace). If the
+  // stream breaks, or the replica leaves the members, the rest of the wait
+  // goes to the key's owner as a waiting call of its own (or to the
+  // fallback).
   using AdmitDone = std::function<void(absl::StatusOr<ClientDecision>)>;
   void AdmitWaitingAsync(const AdmitRequest& in, const Canceller* cancel,
-                         AdmitDone done);
+                         AdmitDone done,
+                         absl::Time answer_by = absl::InfiniteFuture());
   static constexpr absl::Duration kWaitMargin = absl::Seconds(1);
+  // Keepalive (with leases): each replica's channel, which carries its
+  // lease stream, is pinged after kKeepaliveTime without a ping; a replica
+  // that does not acknowledge within kKeepaliveTimeout (or leaves a write
+  // unacknowledged as long) is cut off. A dead or partitioned replica thus
+  // breaks the stream within 5 s; its held calls go another way. staggerd
+  // permits a ping every 2 s (--min_ping_interval).
+  static constexpr absl::Duration kKeepaliveTime = absl::Seconds(3);
+  static constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(2);
 
   // The answer to `in` if this client can give it without calling anyone
   // (under a lease, ClientOptions::leases); nullopt otherwise (Admit /

@@ -20,7 +20,7 @@ namespace stagger::client {
 
 // One coordinator replica as the client sees it.
 struct ReplicaStatus {
-  std::string name;    // its stable name (client/members.h)
+  std::string name;    // its stable name (client/coordinator_target.h)
   std::string target;  // its channel's gRPC target
   bool up = true;        // calls go to it (not considered down)
   bool serving = true;   // its health service does not say NOT_SERVING

@@ -104,7 +104,7 @@ struct WatchEvent {
 struct WatchNotice {
   enum class Kind : uint8_t { kConnected, kResync, kDisconnected };
   Kind kind = Kind::kConnected;
-  std::string member;  // its name (client/members.h)
+  std::string member;  // its name (client/coordinator_target.h)
   std::string target;
   uint64_t incarnation = 0;  // kConnected, kResync
   // kResync: "RESTARTED", "EXPIRED" or "SLOW"; kDisconnected: why.

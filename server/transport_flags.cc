@@ -24,6 +24,12 @@ ABSL_FLAG(bool, permit_pings_without_calls,
 ABSL_FLAG(int, max_ping_strikes, kDefaults.max_ping_strikes,
           "pings under --min_ping_interval tolerated before GOAWAY (0: "
           "unlimited)");
+ABSL_FLAG(absl::Duration, keepalive_time, kDefaults.keepalive_time,
+          "ping each connection after this long without one; a peer that "
+          "does not answer within --keepalive_timeout is cut off (1s..24h)");
+ABSL_FLAG(absl::Duration, keepalive_timeout, kDefaults.keepalive_timeout,
+          "how long a keepalive ping (or any write) may go unacknowledged "
+          "before the connection is closed (1s..1h)");
 ABSL_FLAG(absl::Duration, max_connection_age, kDefaults.max_connection_age,
           "close every connection after this long (+-10%), so clients "
           "rebalance; 0 = never");
@@ -43,6 +49,8 @@ service::TransportLimits TransportLimitsFromFlags() {
   l.min_ping_interval = absl::GetFlag(FLAGS_min_ping_interval);
   l.permit_pings_without_calls = absl::GetFlag(FLAGS_permit_pings_without_calls);
   l.max_ping_strikes = absl::GetFlag(FLAGS_max_ping_strikes);
+  l.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  l.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   l.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
   l.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
   l.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_bytes);

@@ -8,22 +8,23 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/engine/decision.h"
-#include "core/status/json.h"
-#include "core/status/query_string.h"
+#include "core/http/json.h"
+#include "core/http/query_string.h"
+#include "core/status/decisions_json.h"
 
 namespace stagger::agent {
 namespace {
 
-using status::HttpResponse;
-using status::JsonString;
-using status::JsonTime;
+using http::HttpResponse;
+using http::JsonString;
+using http::JsonTime;
 
 HttpResponse Ok(std::string json) {
   return {200, "application/json", std::move(json)};
 }
 
 HttpResponse Refused(const absl::Status& s) {
-  return {400, "application/json", status::JsonError(s.message())};
+  return {400, "application/json", http::JsonError(s.message())};
 }
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
@@ -115,9 +116,9 @@ std::string DecisionCounts(const DecisionTally::Counts& c) {
 }  // namespace
 
 HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
-  auto params = status::ParseQueryString(query, {"page_size", "after"});
+  auto params = http::ParseQueryString(query, {"page_size", "after"});
   if (!params.ok()) return Refused(params.status());
-  absl::StatusOr<int> page_size = status::IntParam(
+  absl::StatusOr<int> page_size = http::IntParam(
       *params, "page_size", 1, kMaxPageSize, kDefaultPageSize);
   if (!page_size.ok()) return Refused(page_size.status());
   const absl::string_view after = params->Get("after").value_or("");
@@ -159,13 +160,13 @@ HttpResponse AgentStatusApi::Agent(absl::string_view query) const {
 }
 
 HttpResponse AgentStatusApi::Decisions(absl::string_view query) const {
-  if (auto params = status::ParseQueryString(query, {}); !params.ok()) {
+  if (auto params = http::ParseQueryString(query, {}); !params.ok()) {
     return Refused(params.status());
   }
   return Ok(status::DecisionsJson(tally_->ring().Read()));
 }
 
-void AgentStatusApi::AddRoutes(status::HttpRoutes* routes) const {
+void AgentStatusApi::AddRoutes(http::HttpRoutes* routes) const {
   (*routes)["/api/agent"] = [this](absl::string_view q) { return Agent(q); };
   (*routes)["/api/decisions"] = [this](absl::string_view q) {
     return Decisions(q);

@@ -31,10 +31,10 @@
 //     page, after the last target shown, loses none. Only when one
 //     target's entries outnumber page_size does a page hold more: all of
 //     them (at most 3 scopes per replica).
-//   GET /api/decisions  DecisionsJson (core/status/json.h) of the tally's
+//   GET /api/decisions  DecisionsJson (core/status/decisions_json.h) of the tally's
 //                       ring: the chart, as staggerd's api/decisions
 //
-// A query it refuses (core/status/query_string.h: unknown or repeated
+// A query it refuses (core/http/query_string.h: unknown or repeated
 // parameters, bad escapes, control characters, a page size out of range)
 // is a 400 with {"error": "query: ..."}. Thread-safe; `tally` and `clock`
 // must outlive it.
@@ -51,7 +51,7 @@
 #include "agent/status/decision_tally.h"
 #include "client/lease_status.h"
 #include "core/engine/clock.h"
-#include "core/status/http_server.h"
+#include "core/http/http_server.h"
 
 namespace stagger::agent {
 
@@ -103,11 +103,11 @@ class AgentStatusApi {
         tally_(tally),
         clock_(clock) {}
 
-  status::HttpResponse Agent(absl::string_view query) const;
-  status::HttpResponse Decisions(absl::string_view query) const;
+  http::HttpResponse Agent(absl::string_view query) const;
+  http::HttpResponse Decisions(absl::string_view query) const;
 
   // The routes above, for HttpServer.
-  void AddRoutes(status::HttpRoutes* routes) const;
+  void AddRoutes(http::HttpRoutes* routes) const;
 
  private:
   const AgentInfo info_;

@@ -9,15 +9,15 @@ absl::StatusOr<std::unique_ptr<AgentStatusPage>> AgentStatusPage::Start(
     const DecisionTally* tally, const engine::Clock* clock) {
   std::unique_ptr<AgentStatusPage> page(new AgentStatusPage(
       AgentStatusApi(std::move(info), std::move(leases), tally, clock)));
-  status::HttpRoutes routes;
+  http::HttpRoutes routes;
   for (size_t i = 0; i < status::kAgentStatusAssets_count; ++i) {
     routes[status::kAgentStatusAssets[i].path] =
-        status::AssetHandler(status::kAgentStatusAssets[i]);
+        http::AssetHandler(status::kAgentStatusAssets[i]);
   }
   routes["/"] = routes["/index.html"];
   page->api_.AddRoutes(&routes);
-  absl::StatusOr<std::unique_ptr<status::HttpServer>> http =
-      status::HttpServer::Start("status_address", address, std::move(routes));
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> http =
+      http::HttpServer::Start("status_address", address, std::move(routes));
   if (!http.ok()) return http.status();
   page->http_ = *std::move(http);
   return page;

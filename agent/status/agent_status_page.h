@@ -1,7 +1,7 @@
 // AgentStatusPage: stagger-agent's live status page for operators, on its
 // own address (--status_address), read-only: the page (assets/index.html,
 // agent_status.css, agent_status.js, compiled into the binary) and the
-// JSON it polls (agent_status_api.h), on one HttpServer (core/status).
+// JSON it polls (agent_status_api.h), on one HttpServer (core/http).
 // docs/STATUS_PAGE.md, "stagger-agent's page", describes it.
 //
 // Start(): InvalidArgument / Unavailable from HttpServer::Start, naming
@@ -19,11 +19,11 @@
 #include "agent/status/agent_status_api.h"
 #include "agent/status/decision_tally.h"
 #include "core/engine/clock.h"
-#include "core/status/http_server.h"
+#include "core/http/http_server.h"
 
 namespace stagger::status {
 // The page's files, generated from assets/ (see CMakeLists.txt).
-extern const EmbeddedAsset kAgentStatusAssets[];
+extern const http::EmbeddedAsset kAgentStatusAssets[];
 extern const size_t kAgentStatusAssets_count;
 }  // namespace stagger::status
 
@@ -43,7 +43,7 @@ class AgentStatusPage {
   explicit AgentStatusPage(AgentStatusApi api) : api_(std::move(api)) {}
 
   const AgentStatusApi api_;
-  std::unique_ptr<status::HttpServer> http_;  // stopped first
+  std::unique_ptr<http::HttpServer> http_;  // stopped first
 };
 
 }  // namespace stagger::agent

@@ -22,7 +22,7 @@
 // into a per-loop arena and runs without Abseil's mutex deadlock detector.
 //
 // Replicas: --target may list several staggerd replicas (the client
-// library's forms, client/members.h). Each gets --channels channels, and the
+// library's forms, client/coordinator_target.h). Each gets --channels channels, and the
 // loops on them draw only keys that replica owns under the client
 // library's rendezvous hashing (core/wire/rendezvous.h), so every call and
 // every batch goes to its keys' owner, as CoordinatorClient would send it.
@@ -64,11 +64,11 @@
 #include "absl/time/time.h"
 #include "bench/bench_keys.h"
 #include "bench/load/latency_histogram.h"
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 #include "core/cli/usage.h"
+#include "core/wire/rendezvous.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
-#include "core/wire/rendezvous.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",

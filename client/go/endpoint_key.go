@@ -13,7 +13,7 @@ const (
 
 // EndpointKeyFromURL is the endpoint key a worker sends for a delivery URL,
 // without the secrets URLs often carry -- the C++ client's
-// EndpointKeyFromUrl (client/endpoint_key.h), with the same normalisation
+// EndpointKeyFromUrl (client/key_from_url.h), with the same normalisation
 // and error messages (tests/vectors/client_vectors.json, endpoint_key):
 //
 //	scheme "://" host [":" port] ["/" seg1 ... "/" segN]

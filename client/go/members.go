@@ -26,7 +26,7 @@ type MemberSpec struct {
 const dnsScheme = "dns:///"
 
 // ParseMembers reads a target in the C++ client's forms
-// (client/internal/members.h; tests/vectors/client_vectors.json, members):
+// (client/internal/target_parser.h; tests/vectors/client_vectors.json, members):
 //
 //	unix:/path/agent.sock  one member: a stagger-agent's socket
 //	host:port              one member, named by the whole entry

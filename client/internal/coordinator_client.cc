@@ -30,10 +30,10 @@
 #include "client/internal/batch_fan_out.h"
 #include "client/internal/client_metrics.h"
 #include "client/internal/local_decider.h"
-#include "client/internal/members.h"
 #include "client/internal/membership.h"
 #include "client/internal/replica.h"
 #include "client/internal/replica_call.h"
+#include "client/internal/target_parser.h"
 #include "core/engine/engine.h"
 #include "core/lease/agent_link.h"
 #include "core/wire/wire.h"
@@ -48,14 +48,33 @@ namespace {
 // How often each of several replicas' health is asked (Replica).
 constexpr absl::Duration kHealthInterval = absl::Milliseconds(250);
 
+// A connection attempt (TCP and TLS) gets this long before the next one
+// (gRPC's default is 20 s): a replica back after a partition is reconnected
+// to within about this long.
+constexpr absl::Duration kConnectTimeout = absl::Seconds(2);
+
 // `own_connection`: a connection of its own (for waiting calls: they must
 // not take the HTTP/2 streams the other calls need), not shared with the
-// other channels to the same target.
+// other channels to the same target. `lease_stream`: the channel carries
+// a lease stream, kept alive (CoordinatorClient::kKeepaliveTime).
 std::shared_ptr<grpc::Channel> MakeReplicaChannel(const ClientOptions& options,
                                                   const std::string& target,
-                                                  bool own_connection = false) {
+                                                  bool own_connection = false,
+                                                  bool lease_stream = false) {
   grpc::ChannelArguments args;
   if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (lease_stream) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(
+                    CoordinatorClient::kKeepaliveTime)));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(
+                    CoordinatorClient::kKeepaliveTimeout)));
+    // Pings go on while a partition keeps this side's data from leaving.
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(kConnectTimeout)));
+  }
   // Reconnect at least every recheck interval, so a probe after the
   // interval finds a fresh connection attempt rather than a channel still
   // in its exponential reconnect backoff (default: up to 120 s).
@@ -182,17 +201,22 @@ class CoordinatorClient::Impl {
   absl::StatusOr<ClientDecision> Admit(const AdmitRequest& in);
   absl::StatusOr<ClientDecision> Report(const ReportRequest& in);
   void AdmitWaitingAsync(const AdmitRequest& in, const Canceller* cancel,
-                         AdmitDone done);
+                         AdmitDone done, absl::Time answer_by);
   // AdmitWaitingAsync's two ways: held over the replica's lease stream
   // (false: the stream is not up, `done` untouched), or a waiting call.
   bool HoldOnStream(Replica* r, const AdmitRequest& in,
-                    const Canceller* cancel, AdmitDone& done);
+                    const Canceller* cancel, absl::Time answer_by,
+                    AdmitDone& done);
   void AnswerHeld(const std::shared_ptr<struct StreamHeldAdmit>& call,
                   Replica* r, const Canceller* cancel,
                   absl::StatusOr<v1::AdmitResponse> resp);
+  // A held call's stream ended without its answer: the rest of its wait as
+  // a waiting call to the key's owner now (or the fallback's answer).
+  void ResendHeld(const std::shared_ptr<struct StreamHeldAdmit>& call,
+                  const Canceller* cancel, AdmitDone done);
   void AdmitWaitingByCall(const std::shared_ptr<Replica>& r,
                           const AdmitRequest& in, const Canceller* cancel,
-                          AdmitDone done);
+                          absl::Time answer_by, AdmitDone done);
   std::optional<ClientDecision> AdmitUnderLease(const AdmitRequest& in) {
     return LeasedAdmit(in);
   }
@@ -302,8 +326,10 @@ std::shared_ptr<Replica> CoordinatorClient::Impl::MakeReplica(
   }
   return std::make_shared<Replica>(
       m.name, m.target,
-      options_.channel != nullptr ? options_.channel
-                                  : MakeReplicaChannel(options_, m.target),
+      options_.channel != nullptr
+          ? options_.channel
+          : MakeReplicaChannel(options_, m.target, /*own_connection=*/false,
+                               /*lease_stream=*/options_.leases),
       std::move(o));
 }
 
@@ -481,9 +507,9 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Impl::Admit(
 
 // One waiting call in flight: its request (the input borrows its endpoint),
 // response, context, replica and the caller's cancellation.
-struct WaitingAdmit {
-  explicit WaitingAdmit(InFlightCalls* calls) : in_flight(calls, &ctx) {}
-  ~WaitingAdmit() { in_flight.Forget(); }  // ctx is still alive here
+struct WaitingAdmitCall {
+  explicit WaitingAdmitCall(InFlightCalls* calls) : in_flight(calls, &ctx) {}
+  ~WaitingAdmitCall() { in_flight.Forget(); }  // ctx is still alive here
   InFlightCalls::Token in_flight;  // destroyed last: after ctx
   v1::AdmitRequest req;
   v1::AdmitResponse resp;
@@ -495,22 +521,28 @@ struct WaitingAdmit {
 
 void CoordinatorClient::Impl::AdmitWaitingAsync(const AdmitRequest& in,
                                                 const Canceller* cancel,
-                                                AdmitDone done) {
+                                                AdmitDone done,
+                                                absl::Time answer_by) {
   if (std::optional<ClientDecision> d = LeasedAdmit(in)) return done(*d);
   std::shared_ptr<Replica> r = membership_->Route(in.endpoint);
   if (r == nullptr) {
     return done(local_.Admit(in, absl::UnavailableError(kConsideredDown)));
   }
-  if (r->sync() != nullptr && HoldOnStream(r.get(), in, cancel, done)) return;
-  AdmitWaitingByCall(r, in, cancel, std::move(done));
+  if (r->sync() != nullptr &&
+      HoldOnStream(r.get(), in, cancel, answer_by, done)) {
+    return;
+  }
+  AdmitWaitingByCall(r, in, cancel, answer_by, std::move(done));
 }
 
 // A held call over the replica's lease stream (sync_session.h): its
-// request, the caller's `done` and cancellation. `finished` stops a
-// subscription made after the answer came.
+// request, when it started, its bound, the caller's `done` and
+// cancellation. `finished` stops a subscription made after the answer
+// came.
 struct StreamHeldAdmit {
   v1::AdmitRequest req;
   absl::Time started;
+  absl::Time answer_by;
   absl::Mutex mu;
   bool finished ABSL_GUARDED_BY(mu) = false;
   CoordinatorClient::AdmitDone done ABSL_GUARDED_BY(mu);
@@ -519,18 +551,20 @@ struct StreamHeldAdmit {
 
 bool CoordinatorClient::Impl::HoldOnStream(Replica* r, const AdmitRequest& in,
                                            const Canceller* cancel,
+                                           absl::Time answer_by,
                                            AdmitDone& done) {
   auto call = std::make_shared<StreamHeldAdmit>();
   wire::ToProto(in, &call->req);
   call->started = absl::Now();
+  call->answer_by = answer_by;
   {
     absl::MutexLock l(&call->mu);
     call->done = std::move(done);
   }
   SyncSession* s = r->sync();
   std::optional<uint64_t> id = s->Hold(
-      call->req, [this, call, r, cancel](
-                     absl::StatusOr<v1::AdmitResponse> resp) {
+      call->req, answer_by,
+      [this, call, r, cancel](absl::StatusOr<v1::AdmitResponse> resp) {
         AnswerHeld(call, r, cancel, std::move(resp));
       });
   absl::MutexLock l(&call->mu);
@@ -561,31 +595,55 @@ void CoordinatorClient::Impl::AnswerHeld(
     if (d.ok()) r->MarkUp();
     return done(d);
   }
-  if (resp.status().code() != absl::StatusCode::kUnavailable ||
-      stop_.HasBeenNotified()) {
-    return done(resp.status());
+  switch (resp.status().code()) {
+    case absl::StatusCode::kDeadlineExceeded: {
+      // No answer by its give-up time (the stream is stuck, or the replica
+      // silent): the fallback decides now.
+      r->MarkDown(grpc::StatusCode::DEADLINE_EXCEEDED);
+      absl::StatusOr<engine::AdmitInput> in = wire::FromProto(call->req);
+      return done(in.ok() ? local_.Admit(*in, resp.status()) : in.status());
+    }
+    case absl::StatusCode::kUnavailable:
+      if (stop_.HasBeenNotified()) {
+        return done(absl::CancelledError("the client is closing"));
+      }
+      return ResendHeld(call, cancel, std::move(done));
+    default:
+      return done(resp.status());
   }
-  // The stream broke (or the replica was silent): the rest of the wait as
-  // a waiting call of its own.
+}
+
+// The stream broke, or its replica left the members (the session ended):
+// the call is not cancelled, it goes on elsewhere. This is where a
+// replaced replica's held calls are re-routed.
+void CoordinatorClient::Impl::ResendHeld(
+    const std::shared_ptr<StreamHeldAdmit>& call, const Canceller* cancel,
+    AdmitDone done) {
   absl::StatusOr<engine::AdmitInput> in = wire::FromProto(call->req);
   if (!in.ok()) return done(in.status());
+  // Its bound stays: the wait it began with plus the grace, or answer_by.
+  const absl::Time answer_by = std::min(
+      call->answer_by, call->started + in->wait + SyncSession::kHeldGrace);
   in->wait = std::max(in->wait - (absl::Now() - call->started),
                       absl::Milliseconds(1));
   std::shared_ptr<Replica> again = membership_->Route(in->endpoint);
   if (again == nullptr) {
     return done(local_.Admit(*in, absl::UnavailableError(kConsideredDown)));
   }
-  AdmitWaitingByCall(again, *in, cancel, std::move(done));
+  AdmitWaitingByCall(again, *in, cancel, answer_by, std::move(done));
 }
 
 void CoordinatorClient::Impl::AdmitWaitingByCall(
     const std::shared_ptr<Replica>& r, const AdmitRequest& in,
-    const Canceller* cancel, AdmitDone done) {
-  auto call = std::make_shared<WaitingAdmit>(&in_flight_);
+    const Canceller* cancel, absl::Time answer_by, AdmitDone done) {
+  auto call = std::make_shared<WaitingAdmitCall>(&in_flight_);
   wire::ToProto(in, &call->req);
   call->replica = r;
   call->done = std::move(done);
-  PrepareContext(&call->ctx, in.wait + kWaitMargin);
+  // The replica answers by the deadline less 100 ms; a deadline that passes
+  // first is the fallback's turn (ClassifyRpcError).
+  PrepareContext(&call->ctx,
+                 std::min(in.wait + kWaitMargin, answer_by - absl::Now()));
   if (cancel != nullptr) {
     grpc::ClientContext* ctx = &call->ctx;
     call->cancel = cancel->OnCancel([ctx] { ctx->TryCancel(); });
@@ -733,8 +791,9 @@ absl::StatusOr<ClientDecision> CoordinatorClient::Report(
 }
 void CoordinatorClient::AdmitWaitingAsync(const AdmitRequest& in,
                                           const Canceller* cancel,
-                                          AdmitDone done) {
-  impl_->AdmitWaitingAsync(in, cancel, std::move(done));
+                                          AdmitDone done,
+                                          absl::Time answer_by) {
+  impl_->AdmitWaitingAsync(in, cancel, std::move(done), answer_by);
 }
 absl::StatusOr<ClientDecision> CoordinatorClient::AdmitWaiting(
     const AdmitRequest& in, const Canceller* cancel) {

@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "client/internal/members.h"
 #include "client/internal/replica.h"
+#include "client/internal/target_parser.h"
 #include "core/wire/rendezvous.h"
 
 namespace stagger::client {

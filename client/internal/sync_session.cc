@@ -34,8 +34,11 @@ SyncSession::SyncSession(std::shared_ptr<grpc::Channel> channel,
       options_(std::move(options)),
       link_(LinkOptions(options_)) {
   writer_ = std::thread([this] { Run(); });
+  answerer_ = std::thread([this] { Answerer(); });
 }
 
+// The session's end is the stream's: its held calls go another way
+// (UNAVAILABLE), unless their caller is closing.
 SyncSession::~SyncSession() {
   {
     absl::MutexLock l(&mu_);
@@ -43,22 +46,32 @@ SyncSession::~SyncSession() {
     if (ctx_ != nullptr) ctx_->TryCancel();
   }
   writer_.join();
+  answerer_.join();
   {
     absl::MutexLock l(&mu_);
-    EndAllHeld(absl::CancelledError("the client is closing"));
+    EndAllHeld(absl::UnavailableError(
+        "the lease stream to this replica closed (it left the members, or "
+        "the client is closing)"));
   }
   RunFinished();
 }
 
 std::optional<uint64_t> SyncSession::Hold(v1::AdmitRequest request,
+                                          absl::Time answer_by,
                                           HeldDone done) {
   absl::StatusOr<absl::Duration> wait =
       wire::FromProto(request.wait(), "wait");
+  const absl::Time now = absl::Now();
   absl::MutexLock l(&mu_);
-  if (stop_ || broken_ || !connected() || !wait.ok()) return std::nullopt;
+  if (stop_ || broken_ || !connected() || !wait.ok() || WriteStuck(now)) {
+    return std::nullopt;
+  }
   const uint64_t id = next_held_id_++;
-  const absl::Time give_up = absl::Now() + *wait + kHeldGrace;
+  const absl::Time give_up = std::min(now + *wait + kHeldGrace, answer_by);
   held_[id] = Held{std::move(request), std::move(done), give_up, false};
+  if (give_ups_.empty() || give_up < give_ups_.begin()->first) {
+    new_give_up_ = true;
+  }
   give_ups_.insert({give_up, id});
   holds_out_.push_back(id);
   nudged_ = true;
@@ -78,7 +91,52 @@ void SyncSession::Drop(uint64_t id) {
   }
   finished_.push_back(
       {std::move(h.done), absl::CancelledError("cancelled while waiting")});
-  nudged_ = true;  // the writer runs `done` and sends the drop
+  nudged_ = true;  // the answerer runs `done`; the writer sends the drop
+}
+
+bool SyncSession::WriteStuck(absl::Time now) const {
+  return now - writing_since_ >= kStuckWrite;
+}
+
+void SyncSession::GiveUp(absl::Time now) {
+  while (!give_ups_.empty() && give_ups_.begin()->first <= now) {
+    const uint64_t id = give_ups_.begin()->second;
+    give_ups_.erase(give_ups_.begin());
+    auto it = held_.find(id);
+    if (it == held_.end()) continue;
+    if (it->second.sent) {
+      drops_out_.push_back(id);
+      dropped_[id] = it->second.request.endpoint();
+      nudged_ = true;
+    }
+    finished_.push_back(
+        {std::move(it->second.done),
+         absl::DeadlineExceededError(
+             "the coordinator did not answer a held call in time")});
+    held_.erase(it);
+  }
+}
+
+void SyncSession::Answerer() {
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      // Hold's new give-up times make it measure its wait again.
+      const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !finished_.empty() || new_give_up_ ||
+               (!give_ups_.empty() && give_ups_.begin()->first <= absl::Now());
+      };
+      const absl::Duration wait =
+          give_ups_.empty() ? absl::InfiniteDuration()
+                            : give_ups_.begin()->first - absl::Now();
+      mu_.AwaitWithTimeout(absl::Condition(&due),
+                           std::max(wait, absl::ZeroDuration()));
+      if (stop_) return;  // the destructor ends what is left
+      new_give_up_ = false;
+      GiveUp(absl::Now());
+    }
+    RunFinished();
+  }
 }
 
 int64_t SyncSession::held() const {
@@ -131,23 +189,7 @@ void SyncSession::Answer(const v1::HeldAnswer& a) {
   dropped_.erase(d);
 }
 
-bool SyncSession::FillHeld(absl::Time now, v1::SyncUp* up) {
-  // Calls whose answer is overdue end now; the replica hears of it.
-  while (!give_ups_.empty() && give_ups_.begin()->first <= now) {
-    const uint64_t id = give_ups_.begin()->second;
-    give_ups_.erase(give_ups_.begin());
-    auto it = held_.find(id);
-    if (it == held_.end()) continue;
-    if (it->second.sent) {
-      drops_out_.push_back(id);
-      dropped_[id] = it->second.request.endpoint();
-    }
-    finished_.push_back(
-        {std::move(it->second.done),
-         absl::UnavailableError("the coordinator did not answer a held call "
-                                "in time")});
-    held_.erase(it);
-  }
+bool SyncSession::FillHeld(v1::SyncUp* up) {
   while (!holds_out_.empty() && up->holds_size() < kHeldPerMessage) {
     const uint64_t id = holds_out_.front();
     holds_out_.pop_front();
@@ -255,7 +297,8 @@ void SyncSession::Run() {
 
 void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
   grpc::ClientContext ctx;
-  ctx.set_wait_for_ready(false);
+  // Opens once the channel connects: no backoff after the replica is back.
+  ctx.set_wait_for_ready(true);
   std::vector<lease::Up> first;
   {
     absl::MutexLock l(&mu_);
@@ -281,9 +324,8 @@ void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
   }
   connected_.store(ok, std::memory_order_relaxed);
   while (ok && NextMessage(&up)) {
-    RunFinished();
     if (up.ByteSizeLong() == 0) continue;
-    ok = stream->Write(up);
+    ok = Write(stream.get(), up);
     if (ok) flushes_.fetch_add(1, std::memory_order_relaxed);
   }
   ctx.TryCancel();  // ends the reader's Read
@@ -294,11 +336,22 @@ void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
     ctx_ = nullptr;
     connected_.store(false, std::memory_order_relaxed);
     link_.OnBroken();
-    EndAllHeld(stop_ ? absl::CancelledError("the client is closing")
-                     : absl::UnavailableError(
-                           "the stream to the coordinator broke"));
+    EndAllHeld(absl::UnavailableError("the stream to the coordinator broke"));
   }
   RunFinished();
+}
+
+bool SyncSession::Write(
+    grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>* stream,
+    const v1::SyncUp& up) {
+  {
+    absl::MutexLock l(&mu_);
+    writing_since_ = absl::Now();
+  }
+  const bool ok = stream->Write(up);
+  absl::MutexLock l(&mu_);
+  writing_since_ = absl::InfiniteFuture();
+  return ok;
 }
 
 void SyncSession::Read(
@@ -331,8 +384,8 @@ bool SyncSession::NextMessage(v1::SyncUp* up) {
       urgent_.pop_front();
       return true;
     }
-    // Held calls go at once (with nothing to send, the `done`s due).
-    if (FillHeld(absl::Now(), up) || !finished_.empty()) {
+    // Held calls, drops and returns go at once.
+    if (FillHeld(up)) {
       nudged_ = false;
       return true;
     }
@@ -343,15 +396,12 @@ bool SyncSession::NextMessage(v1::SyncUp* up) {
     const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stop_ || broken_ || nudged_ || !urgent_.empty() ||
              !holds_out_.empty() || !drops_out_.empty() ||
-             !returns_out_.empty() || !finished_.empty();
+             !returns_out_.empty();
     };
     // The link's next due time is on its own clock; wait that long.
-    absl::Duration wait =
+    const absl::Duration wait =
         std::max(absl::ZeroDuration(), link_.NextPoll() - Now());
-    if (!give_ups_.empty()) {
-      wait = std::min(wait, give_ups_.begin()->first - absl::Now());
-    }
-    mu_.AwaitWithTimeout(absl::Condition(&due), std::max(wait, absl::ZeroDuration()));
+    mu_.AwaitWithTimeout(absl::Condition(&due), wait);
     nudged_ = false;
   }
 }

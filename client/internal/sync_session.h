@@ -8,9 +8,14 @@
 //     first (the hello, then every count report not yet applied), then
 //     whatever AgentLink::Poll says is due (every flush_interval; within
 //     AgentLink::kNudge of a change the replica waits to hear acknowledged),
-//     and FlushFor's counts at once.
+//     and FlushFor's counts at once. A new stream waits for the channel to
+//     connect (wait for ready), so it opens as soon as the replica is back.
 //   * A reader thread hands every message down to the link (the set's
 //     snapshot and deltas, renewals, applied counts) and answers held calls.
+//   * An answerer thread ends the held calls whose time ran out and runs
+//     the `done`s of calls dropped or ended. The writer may block in Write
+//     for as long as the replica does not read (HTTP/2 flow control); no
+//     held call waits for it.
 //   * Admit / Report: the link's local answer, or nullopt (ask the
 //     coordinator). LocalOk / StandsInFor: what the client's rule for local
 //     answers reads (lease::MayAnswerLocally).
@@ -18,15 +23,19 @@
 //     call waits (at most `timeout`) until the replica applied them; called
 //     before a failure report is forwarded, so the replica learns the
 //     successes before the failure.
-//   * Hold(request, done): a waiting Admit handed to the replica over the
-//     stream (sync.proto, "Held calls"); the replica answers it once.
-//     `done` gets that answer; UNAVAILABLE if the stream broke first, or
-//     no answer came by the wait plus kHeldGrace (the caller then sends
-//     the call another way); CANCELLED after Drop(id) or at the session's
-//     end. `done` runs on the session's reader or writer thread, never
-//     inside Hold or Drop. An answer that arrives for a dropped id and let
-//     a delivery go is sent back (SyncUp.returns), so a probe goes on to
-//     the next waiter.
+//   * Hold(request, answer_by, done): a waiting Admit handed to the replica
+//     over the stream (sync.proto, "Held calls"); the replica answers it
+//     once. `done` gets that answer, at the latest by its give-up time,
+//     min(now + request.wait + kHeldGrace, answer_by) (plus the answerer's
+//     scheduling): DEADLINE_EXCEEDED then, the replica's answer late (the
+//     caller decides by its fallback at once); UNAVAILABLE if the stream
+//     broke first or the session ends (the caller sends the call another
+//     way, unless it is closing); CANCELLED after Drop(id). `done` runs on
+//     one of the session's threads, never inside Hold or Drop. An answer
+//     that arrives for a dropped id and let a delivery go is sent back
+//     (SyncUp.returns), so a probe goes on to the next waiter. Hold takes
+//     nothing (nullopt) while the stream is not up, or while a write has
+//     been blocked for kStuckWrite (the replica does not read).
 //   * A broken stream is reopened with jittered backoff (kMinBackoff
 //     doubling to max_backoff). Meanwhile the link keeps its lease until it
 //     ends, its copy of the set, and its counts.
@@ -98,10 +107,17 @@ class SyncSession final : public lease::LinkView {
   absl::Time Now() const { return options_.clock->Now(); }
   bool FlushFor(absl::string_view endpoint, absl::Duration timeout);
 
-  static constexpr absl::Duration kHeldGrace = absl::Seconds(2);
+  // How long after its wait a held call's answer may come: the replica
+  // answers at the wait's end, plus the time to reach this client.
+  static constexpr absl::Duration kHeldGrace = absl::Milliseconds(50);
+  // A write blocked this long: the replica does not read; new held calls
+  // go another way.
+  static constexpr absl::Duration kStuckWrite = absl::Seconds(1);
   using HeldDone = std::function<void(absl::StatusOr<v1::AdmitResponse>)>;
-  // Nothing taken (nullopt) if the stream is not up. request.wait > 0.
-  std::optional<uint64_t> Hold(v1::AdmitRequest request, HeldDone done);
+  // Nothing taken (nullopt) if the stream is not up. request.wait > 0;
+  // answer_by is real time.
+  std::optional<uint64_t> Hold(v1::AdmitRequest request, absl::Time answer_by,
+                               HeldDone done);
   void Drop(uint64_t id);
   int64_t held() const;
 
@@ -112,17 +128,23 @@ class SyncSession final : public lease::LinkView {
   }
 
  private:
-  void Run();  // the writer thread
+  void Run();       // the writer thread
+  void Answerer();  // the answerer thread
   // One stream, from hello to break (or stop).
   void Stream(std::unique_ptr<v1::AgentSync::Stub>& stub);
   void Read(grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>* stream);
+  // One message up; writing_since_ says how long it has been blocked.
+  bool Write(grpc::ClientReaderWriter<v1::SyncUp, v1::SyncDown>* stream,
+             const v1::SyncUp& up);
   // The next message due, blocking until one is (or the stream broke, or
   // stop). False: stop writing.
   bool NextMessage(v1::SyncUp* up);
-  // Held calls: what goes up next (holds, drops, returns; false: nothing),
-  // and the calls that ran out of time.
-  bool FillHeld(absl::Time now, v1::SyncUp* up)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Held calls: what goes up next (holds, drops, returns; false: nothing).
+  bool FillHeld(v1::SyncUp* up) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The held calls whose give-up time is <= now end (DEADLINE_EXCEEDED);
+  // the replica is told to drop those it has.
+  void GiveUp(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WriteStuck(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Answer(const v1::HeldAnswer& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every held call ends with `status` (the stream broke, or stop).
   void EndAllHeld(const absl::Status& status)
@@ -154,9 +176,12 @@ class SyncSession final : public lease::LinkView {
   lease::AgentLink link_ ABSL_GUARDED_BY(mu_);
   std::deque<lease::Up> urgent_ ABSL_GUARDED_BY(mu_);  // FlushFor's
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel
+  // When the write in progress started (real time); InfiniteFuture: none.
+  absl::Time writing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t next_held_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Held> held_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<absl::Time, uint64_t>> give_ups_ ABSL_GUARDED_BY(mu_);
+  bool new_give_up_ ABSL_GUARDED_BY(mu_) = false;  // an earlier one came
   std::deque<uint64_t> holds_out_ ABSL_GUARDED_BY(mu_);  // not sent yet
   std::vector<uint64_t> drops_out_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReturnedRelease> returns_out_ ABSL_GUARDED_BY(mu_);
@@ -164,6 +189,7 @@ class SyncSession final : public lease::LinkView {
   absl::flat_hash_map<uint64_t, std::string> dropped_ ABSL_GUARDED_BY(mu_);
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
   std::thread writer_;
+  std::thread answerer_;
 };
 
 }  // namespace stagger::client

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 #include "client/watch.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"

@@ -8,7 +8,7 @@
 #include "core/engine/admission.h"
 #include "core/engine/compiled_config.h"
 #include "core/engine/decision_path.h"
-#include "core/engine/endpoint_key.h"
+#include "core/engine/key_validation.h"
 #include "core/engine/endpoint_lifecycle.h"
 #include "core/engine/endpoint_table.h"
 #include "core/engine/state_transfer.h"

@@ -29,7 +29,7 @@
 // the injected Clock and randomness only from the injected RandomSource.
 //
 // This class is the facade; the parts are their own units:
-//   endpoint_key.h     what a valid endpoint key is
+//   key_validation.h   what a valid endpoint key is
 //   endpoint_state.h   one endpoint's state, its key in the same allocation
 //   compiled_config.h  a configuration as decisions read it; reloads
 //   endpoint_table.h   sharding, lookup, the max_endpoints limit, eviction,

@@ -146,6 +146,7 @@ absl::Status ReplicaSync::TakeCounts(Stream& s, const CountReport& r,
                                      Down* down, Apply* apply) {
   Agent& a = agents_[s.agent];
   if (r.seq <= a.applied_seq) {  // re-sent after a reconnect: applied once
+    ++counts_duplicate_;
     down->applied_seq = a.applied_seq;
     return absl::OkStatus();
   }
@@ -505,6 +506,7 @@ ReplicaSync::Stats ReplicaSync::stats() const {
   st.version = set_.version();
   st.counts_applied = counts_applied_;
   st.counts_lost = counts_lost_;
+  st.counts_duplicate = counts_duplicate_;
   st.renewals = renewals_;
   return st;
 }

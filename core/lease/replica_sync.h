@@ -103,6 +103,7 @@ class ReplicaSync : public engine::ConditionSink {
     uint64_t version = 0;
     int64_t counts_applied = 0;  // reports, since start
     int64_t counts_lost = 0;     // reports agents declared lost
+    int64_t counts_duplicate = 0;  // re-sent after applied: not applied
     int64_t renewals = 0;        // stream leases renewed, since start
   };
 
@@ -268,6 +269,7 @@ class ReplicaSync : public engine::ConditionSink {
   std::vector<LateEntry> late_entries_ ABSL_GUARDED_BY(mu_);
   int64_t counts_applied_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t counts_lost_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t counts_duplicate_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t renewals_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -20,7 +20,7 @@ static_assert(InIdOrder(), "kMetricCatalog must list metrics in MetricId order")
 static_assert(static_cast<int>(MetricId::kClientSyncReconnects) + 1 ==
                   kNumMetrics,
               "kNumMetrics must count every MetricId");
-static_assert(static_cast<int>(LabelSet::kCountsDropCause) + 1 ==
+static_assert(static_cast<int>(LabelSet::kCountKind) + 1 ==
                   kNumLabelSets,
               "kNumLabelSets must count every LabelSet");
 
@@ -100,6 +100,8 @@ std::vector<std::vector<const char*>> AllLabelSets() {
   set(LabelSet::kDirection) = Of(kDirectionLabels);
   set(LabelSet::kDisableTrigger) = Of(kDisableTriggerLabels);
   set(LabelSet::kCountsDropCause) = Of(kCountsDropCauseLabels);
+  set(LabelSet::kCountReport) = Of(kCountReportLabels);
+  set(LabelSet::kCountKind) = Of(kCountKindLabels);
   return sets;
 }
 

@@ -67,8 +67,10 @@ enum class LabelSet : uint8_t {
   kDirection,         // in | out
   kDisableTrigger,    // operator | unavailable | permanent_failures
   kCountsDropCause,   // bucket_cap | agent_rate | endpoint_share
+  kCountReport,       // applied | lost | duplicate
+  kCountKind,         // first_attempts | successes
 };
-inline constexpr int kNumLabelSets = 16;
+inline constexpr int kNumLabelSets = 18;
 
 // Label values that are not some other layer's names, in the order the
 // registering code indexes them (ServerMetrics::Call, ::Method,
@@ -115,6 +117,12 @@ inline constexpr std::array<const char*, 2> kDirectionLabels = {"in", "out"};
 // order (server/service/count_guard.h says what each is).
 inline constexpr std::array<const char*, 3> kCountsDropCauseLabels = {
     "bucket_cap", "agent_rate", "endpoint_share"};
+// stagger_count_reports_total{result}, in ServerMetrics' order.
+inline constexpr std::array<const char*, 3> kCountReportLabels = {
+    "applied", "lost", "duplicate"};
+// stagger_counted_total{kind}: index 0 first attempts, 1 successes.
+inline constexpr std::array<const char*, 2> kCountKindLabels = {
+    "first_attempts", "successes"};
 // gRPC status code names by code number (grpc::StatusCode 0..16).
 inline constexpr std::array<const char*, 17> kGrpcCodeNames = {
     "OK",
@@ -154,6 +162,8 @@ enum class MetricId : uint8_t {
   kMisroutedRequests,
   kSyncMessages,
   kLeaseGrants,
+  kCountReports,
+  kCounted,
   kNotClearEntries,
   kLeases,
   kSyncCountsDropped,
@@ -187,7 +197,7 @@ enum class MetricId : uint8_t {
   kClientSyncFlushes,
   kClientSyncReconnects,
 };
-inline constexpr int kNumMetrics = 42;
+inline constexpr int kNumMetrics = 44;
 inline constexpr int kMaxLabels = 3;
 
 struct MetricSpec {
@@ -252,6 +262,19 @@ inline constexpr std::array<MetricSpec, kNumMetrics> kMetricCatalog = {{
     {MetricId::kLeaseGrants, "stagger_lease_grants_total",
      MetricType::kCounter, Registrar::kServerMetrics, 0, {},
      "Stream leases renewed for agents (every message up asks for one)."},
+    {MetricId::kCountReports, "stagger_count_reports_total",
+     MetricType::kCounter, Registrar::kServerMetrics, 1,
+     {{{"result", LabelSet::kCountReport}}},
+     "Agents' count reports of local answers: applied (each once, in "
+     "order), lost (dropped unsent by an agent that kept too many) and "
+     "duplicate (re-sent after a reconnect, already applied; not applied "
+     "again). Updated every second."},
+    {MetricId::kCounted, "stagger_counted_total", MetricType::kCounter,
+     Registrar::kServerMetrics, 1, {{{"kind", LabelSet::kCountKind}}},
+     "What agents answered under leases, as the count reports applied here "
+     "say: first attempts admitted and successes answered. Summed over the "
+     "agents, it equals their stagger_client_lease_decisions_total when "
+     "every count arrived exactly once."},
     {MetricId::kNotClearEntries, "stagger_not_clear_entries",
      MetricType::kGauge, Registrar::kServerMetrics, 0, {},
      "Entries of this replica's not-clear set, which agents decide centrally: "

@@ -1,10 +1,10 @@
 // DecisionServices: the services staggerd answers on its gRPC port, wired
 // to each other: the coordinator (stagger.v1.RetryCoordinator), the
-// operator's Admin service, leases (stagger.v1.AgentSync, leases.h) and the
+// operator's Admin service, leases (stagger.v1.AgentSync, lease_step.h) and the
 // wait room of waiting Admits (service/wait_room.h). Which events of one
 // reach the others:
 //   * every decision: a key another member owns makes this replica stand
-//     in for that member (leases.h);
+//     in for that member (lease_step.h);
 //   * a report: the room looks at the endpoint's waiting calls;
 //   * an operator's pause, resume, reset or forced breaker: the room looks
 //     at the waiting calls of what it touched;
@@ -29,7 +29,7 @@
 #include "absl/time/time.h"
 #include "core/engine/engine.h"
 #include "grpcpp/grpcpp.h"
-#include "server/daemon/leases.h"
+#include "server/daemon/lease_step.h"
 #include "server/metrics/server_metrics.h"
 #include "server/security/security_metrics.h"
 #include "server/service/admin_service.h"
@@ -50,7 +50,7 @@ class DecisionServices {
     int64_t max_waiting_calls = 0;
     int64_t max_agent_held_calls = 0;
     const service::Ownership* ownership = nullptr;  // null: one replica
-    // Connects the lease set to the engine's feeds (leases.h); null: the
+    // Connects the lease set to the engine's feeds (lease_step.h); null: the
     // set takes them itself.
     service::SyncHub::Attach attach_leases;
   };

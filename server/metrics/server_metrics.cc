@@ -119,6 +119,16 @@ void ServerMetrics::RegisterRetrySeries(prometheus::Registry& registry) {
         CatalogLabels(MetricId::kSyncMessages, {kDirectionLabels[d]}));
   }
   lease_grants_ = &RegisterFamily<MetricId::kLeaseGrants>(registry).Add({});
+  auto& reports = RegisterFamily<MetricId::kCountReports>(registry);
+  for (size_t r = 0; r < kCountReportLabels.size(); ++r) {
+    count_reports_[r] = &reports.Add(
+        CatalogLabels(MetricId::kCountReports, {kCountReportLabels[r]}));
+  }
+  auto& counted = RegisterFamily<MetricId::kCounted>(registry);
+  for (size_t k = 0; k < kCountKindLabels.size(); ++k) {
+    counted_[k] =
+        &counted.Add(CatalogLabels(MetricId::kCounted, {kCountKindLabels[k]}));
+  }
   not_clear_entries_ =
       &RegisterFamily<MetricId::kNotClearEntries>(registry).Add({});
   leases_ = &RegisterFamily<MetricId::kLeases>(registry).Add({});
@@ -256,6 +266,24 @@ void ServerMetrics::RecordSyncMessage(bool in) {
 void ServerMetrics::SetLeaseRenewals(int64_t total) {
   const int64_t before = renewals_seen_.exchange(total);
   if (total > before) lease_grants_->Increment(static_cast<double>(total - before));
+}
+
+void ServerMetrics::SetCountReports(int64_t applied, int64_t lost,
+                                    int64_t duplicate) {
+  const std::array<int64_t, 3> totals = {applied, lost, duplicate};
+  for (size_t r = 0; r < totals.size(); ++r) {
+    const int64_t before = count_reports_seen_[r].exchange(totals[r]);
+    if (totals[r] > before) {
+      count_reports_[r]->Increment(static_cast<double>(totals[r] - before));
+    }
+  }
+}
+
+void ServerMetrics::RecordCounted(int64_t first_attempts, int64_t successes) {
+  if (first_attempts > 0) {
+    counted_[0]->Increment(static_cast<double>(first_attempts));
+  }
+  if (successes > 0) counted_[1]->Increment(static_cast<double>(successes));
 }
 
 void ServerMetrics::SetNotClearEntries(int64_t n) {

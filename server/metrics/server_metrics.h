@@ -152,6 +152,10 @@ class ServerMetrics {
   void RecordSyncMessage(bool in);
   // stagger_lease_grants_total, from the renewals granted since start.
   void SetLeaseRenewals(int64_t total);
+  // stagger_count_reports_total{result}, from the totals since start.
+  void SetCountReports(int64_t applied, int64_t lost, int64_t duplicate);
+  // stagger_counted_total{kind}: one count report applied.
+  void RecordCounted(int64_t first_attempts, int64_t successes);
   // stagger_not_clear_entries: the not-clear set's size now.
   void SetNotClearEntries(int64_t n);
   // stagger_leases: agent streams with a live lease now.
@@ -220,6 +224,9 @@ class ServerMetrics {
   prometheus::Counter* lease_grants_ = nullptr;
   prometheus::Gauge* not_clear_entries_ = nullptr;
   std::atomic<int64_t> renewals_seen_{0};
+  std::array<prometheus::Counter*, 3> count_reports_{};  // kCountReportLabels
+  std::array<std::atomic<int64_t>, 3> count_reports_seen_{};
+  std::array<prometheus::Counter*, 2> counted_{};  // kCountKindLabels
   prometheus::Gauge* leases_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Counter* waiting_overflows_ = nullptr;

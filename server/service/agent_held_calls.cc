@@ -65,8 +65,8 @@ size_t AgentHeldCalls::held() const {
   return held_.size();
 }
 
-void AgentHeldCalls::SendDecision(uint64_t id, const engine::Decision& d,
-                                  absl::Time now) {
+void AgentHeldCalls::SendDecision(uint64_t id, absl::string_view endpoint,
+                                  const engine::Decision& d, absl::Time now) {
   if (!send_) return;
   if (answered_) answered_(d);
   v1::HeldAnswer a;
@@ -74,7 +74,7 @@ void AgentHeldCalls::SendDecision(uint64_t id, const engine::Decision& d,
   v1::Decision* out = a.mutable_response()->mutable_decision();
   wire::ToProto(d, now, out);
   out->set_wait_supported(room_ != nullptr);
-  send_(std::move(a));
+  send_(std::move(a), endpoint);
 }
 
 void AgentHeldCalls::SendError(uint64_t id, const absl::Status& status) {
@@ -83,7 +83,7 @@ void AgentHeldCalls::SendError(uint64_t id, const absl::Status& status) {
   a.set_id(id);
   a.set_code(static_cast<int32_t>(status.code()));
   a.set_message(std::string(status.message()));
-  send_(std::move(a));
+  send_(std::move(a), "");
 }
 
 absl::Status AgentHeldCalls::Hold(const v1::HeldAdmit& h) {
@@ -109,7 +109,7 @@ absl::Status AgentHeldCalls::Hold(const v1::HeldAdmit& h) {
   if (room_ == nullptr || !room_->HasRoom(/*for_agent=*/true, agent_)) {
     absl::StatusOr<engine::Decision> d = engine_->Admit(*in);
     if (!d.ok()) return bad(d.status());
-    SendDecision(h.id(), *d, now);
+    SendDecision(h.id(), h.request().endpoint(), *d, now);
     return absl::OkStatus();
   }
   engine::WaitState w;
@@ -132,7 +132,8 @@ absl::Status AgentHeldCalls::Hold(const v1::HeldAdmit& h) {
                                   engine::WaitStep::kExpire);
   held_.erase(h.id());
   if (now_answer.ok() && now_answer->answer.has_value()) {
-    SendDecision(h.id(), *now_answer->answer, clock_->Now());
+    SendDecision(h.id(), h.request().endpoint(), *now_answer->answer,
+                 clock_->Now());
   } else {
     SendError(h.id(), now_answer.ok() ? absl::InternalError("no answer")
                                       : now_answer.status());
@@ -181,7 +182,7 @@ void AgentHeldCalls::Answered(AgentHeldCall* call, const engine::Decision& d,
   absl::MutexLock l(&mu_);
   held_.erase(call->id());
   if (send_) {
-    SendDecision(call->id(), d, now);
+    SendDecision(call->id(), call->in().endpoint, d, now);
   } else if (d.reason == engine::Reason::kHalfOpenProbe) {
     // Closed meanwhile: nobody will use it.
     engine_->ReturnProbe(call->in().endpoint, d.admission);

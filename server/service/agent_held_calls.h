@@ -11,7 +11,9 @@
 //     now. Hold fails only for a bad id (0, or one already held): the
 //     stream is then ended by its caller.
 //   * Every id is answered exactly once through `send`: the room's
-//     decision, or CANCELLED after Drop(id).
+//     decision, or CANCELLED after Drop(id). `send` gets the call's
+//     endpoint too, so a stream that cannot deliver an answer can give its
+//     probe back (Return).
 //   * Return(endpoint, admission): a release the agent could not use (its
 //     worker had gone); a probe goes back to the engine and the endpoint's
 //     line is looked at, so the next waiter gets it.
@@ -49,7 +51,8 @@ class AgentHeldCall;
 
 class AgentHeldCalls : public std::enable_shared_from_this<AgentHeldCalls> {
  public:
-  using Send = std::function<void(v1::HeldAnswer)>;
+  using Send =
+      std::function<void(v1::HeldAnswer, absl::string_view endpoint)>;
   // `answered(decision)` runs for every decision sent (metrics); may be
   // null.
   static std::shared_ptr<AgentHeldCalls> Make(engine::Engine* engine,
@@ -77,7 +80,8 @@ class AgentHeldCalls : public std::enable_shared_from_this<AgentHeldCalls> {
   void Answered(AgentHeldCall* call, const engine::Decision& d,
                 absl::Time now);
   void Forget(AgentHeldCall* call);
-  void SendDecision(uint64_t id, const engine::Decision& d, absl::Time now)
+  void SendDecision(uint64_t id, absl::string_view endpoint,
+                    const engine::Decision& d, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendError(uint64_t id, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -48,6 +48,10 @@ absl::Status ValidateTransportLimits(const TransportLimits& l) {
   CheckRange(&e, "min_ping_interval", l.min_ping_interval,
              absl::ZeroDuration(), absl::Hours(24));
   CheckRange(&e, "max_ping_strikes", l.max_ping_strikes, 0, 1000);
+  CheckRange(&e, "keepalive_time", l.keepalive_time, absl::Seconds(1),
+             absl::Hours(24));
+  CheckRange(&e, "keepalive_timeout", l.keepalive_timeout, absl::Seconds(1),
+             absl::Hours(1));
   if (l.max_connection_age != absl::ZeroDuration()) {
     CheckRange(&e, "max_connection_age", l.max_connection_age,
                absl::Seconds(1), absl::Hours(24 * 30));
@@ -83,6 +87,10 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder,
       Millis(limits.min_ping_interval));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
                              limits.max_ping_strikes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             Millis(limits.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             Millis(limits.keepalive_timeout));
   if (limits.max_connection_age != absl::ZeroDuration()) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                Millis(limits.max_connection_age));

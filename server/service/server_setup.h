@@ -41,9 +41,20 @@ struct TransportLimits {
   // if permit_pings_without_calls: workers keep long-lived channels); a
   // client pinging faster gets max_ping_strikes warnings, then GOAWAY
   // ENHANCE_YOUR_CALM ("too_many_pings") and its connection is closed.
-  absl::Duration min_ping_interval = absl::Seconds(10);
+  // 2 s: stagger-agent pings its lease streams' connections every 3 s
+  // (client/coordinator_client.h, "Keepalive").
+  absl::Duration min_ping_interval = absl::Seconds(2);
   bool permit_pings_without_calls = true;
   int max_ping_strikes = 2;
+  // Keepalive sent (--keepalive_time, --keepalive_timeout): staggerd pings
+  // each connection after keepalive_time without a ping, and closes it if
+  // no acknowledgement comes within keepalive_timeout (unacknowledged
+  // writes are cut off after keepalive_timeout too: TCP_USER_TIMEOUT). A
+  // peer that died or went silent thus loses its calls, its lease streams
+  // and the calls its agent held here within keepalive_time +
+  // keepalive_timeout (10 s).
+  absl::Duration keepalive_time = absl::Seconds(5);
+  absl::Duration keepalive_timeout = absl::Seconds(5);
   // Every connection is closed (GOAWAY, then in-flight calls get `grace` to
   // finish) after max_connection_age (+-10% jitter, gRPC's), so clients
   // reconnect and spread over replicas added since

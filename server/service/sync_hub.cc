@@ -45,6 +45,19 @@ SyncHub::SyncHub(engine::Engine* engine, lease::ReplicaSync::Options options,
       [this](const lease::AgentKey& agent, lease::CountReport* report) {
         guard_.Trim(agent, report);
       });
+  if (metrics_ != nullptr) {
+    sync_->set_counts_observer(
+        [metrics](const lease::AgentKey&, const lease::CountReport& r) {
+          int64_t first_attempts = 0, successes = 0;
+          for (const lease::EndpointCounts& e : r.endpoints) {
+            for (const lease::CountBucket& b : e.buckets) {
+              first_attempts += b.first_attempts;
+              successes += b.successes;
+            }
+          }
+          metrics->RecordCounted(first_attempts, successes);
+        });
+  }
   sync_->set_on_pending([this] {
     absl::MutexLock l(&wake_mu_);
     woken_ = true;
@@ -116,6 +129,8 @@ void SyncHub::Publish(const lease::ReplicaSync::Stats& s) {
   metrics_->SetLeases(s.leases);
   metrics_->SetNotClearEntries(s.entries);
   metrics_->SetLeaseRenewals(s.renewals);
+  metrics_->SetCountReports(s.counts_applied, s.counts_lost,
+                            s.counts_duplicate);
 }
 
 void SyncHub::Run() {

@@ -4,9 +4,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/engine/decision.h"
 #include "core/lease/messages.h"
 #include "core/rpc/raw_unary.h"
 #include "core/wire/sync_wire.h"
@@ -62,9 +64,10 @@ class SyncStream final
     {
       absl::MutexLock l(&mu_);
       writing_ = false;
-      if (!ok) {  // the stream is going away
+      if (!ok) {  // the stream is going away: nothing more is written
+        write_failed_ = true;
         queue_.clear();
-        answers_.Clear();
+        queued_bytes_ = 0;
       }
     }
     Pump();
@@ -72,14 +75,19 @@ class SyncStream final
 
   // gRPC may run OnDone on its executor inside uninstrumented libgrpc++
   // (docs/SANITIZERS.md); taking mu_ first orders it after every locked
-  // use of the queue for ThreadSanitizer.
+  // use of the queue for ThreadSanitizer. Answers never handed to gRPC
+  // give their probes back now (an answer written but never read keeps
+  // its probe until the breaker's probe_timeout).
   void OnDone() override {
     std::shared_ptr<AgentHeldCalls> held;
+    std::vector<PendingAnswer> unsent;
     {
       absl::MutexLock l(&mu_);
       held = held_;
+      unsent.swap(answers_);
     }
     if (held != nullptr) held->Close();  // sends nothing more to us
+    GiveBack(held.get(), unsent);
     hub_->Close(stream(), this);
     delete this;
   }
@@ -113,6 +121,13 @@ class SyncStream final
     absl::MutexLock l(&mu_);
     return stream_;
   }
+
+  // An answer to a held call not yet handed to gRPC, and its endpoint (to
+  // give a probe back if it never goes).
+  struct PendingAnswer {
+    v1::HeldAnswer answer;
+    std::string endpoint;
+  };
 
   struct Item {
     grpc::ByteBuffer bytes;
@@ -174,7 +189,10 @@ class SyncStream final
       opened_ = true;
       if (held_calls_) {
         std::shared_ptr<AgentHeldCalls> held = held_calls_(
-            [this](v1::HeldAnswer a) { EnqueueAnswer(std::move(a)); }, agent);
+            [this](v1::HeldAnswer a, absl::string_view endpoint) {
+              EnqueueAnswer(std::move(a), endpoint);
+            },
+            agent);
         absl::MutexLock l(&mu_);
         held_ = std::move(held);
       }
@@ -223,14 +241,36 @@ class SyncStream final
   }
 
   // Answers share a message until the next write; they go first, and a
-  // drain writes them all before the stream ends.
-  void EnqueueAnswer(v1::HeldAnswer a) {
+  // drain writes them all before the stream ends. One that can no longer
+  // be written gives its probe back at once.
+  void EnqueueAnswer(v1::HeldAnswer a, absl::string_view endpoint) {
+    PendingAnswer p{std::move(a), std::string(endpoint)};
+    bool dead;
+    std::shared_ptr<AgentHeldCalls> held;
     {
       absl::MutexLock l(&mu_);
-      if (finished_) return;
-      *answers_.add_answers() = std::move(a);
+      dead = Dead();
+      if (!dead) answers_.push_back(std::move(p));
+      held = held_;
     }
+    if (dead) return GiveBack(held.get(), {std::move(p)});
     Pump();
+  }
+
+  // The probes among answers that will never be written go back to the
+  // engine, and their endpoints' lines are looked at: the next waiter
+  // gets the probe now, not after probe_timeout. Outside mu_.
+  void GiveBack(AgentHeldCalls* held,
+                const std::vector<PendingAnswer>& unsent) {
+    if (held == nullptr) return;
+    for (const PendingAnswer& p : unsent) {
+      const v1::Decision& d = p.answer.response().decision();
+      if (p.answer.code() != 0 || d.verdict() != v1::PROCEED ||
+          (d.admission() & engine::kProbeAdmissionBit) == 0) {
+        continue;
+      }
+      held->Return(p.endpoint, d.admission());
+    }
   }
 
   // Starts the next write if none is out, or the finish once all are out.
@@ -240,11 +280,15 @@ class SyncStream final
     {
       absl::MutexLock l(&mu_);
       if (writing_) return;
-      if (answers_.answers_size() > 0) {
-        current_ = Serialize(answers_);
-        answers_.Clear();
+      if (!answers_.empty() && !Dead()) {
+        v1::SyncDown down;
+        for (PendingAnswer& p : answers_) {
+          *down.add_answers() = std::move(p.answer);
+        }
+        answers_.clear();
+        current_ = Serialize(down);
         writing_ = write = true;
-      } else if (!queue_.empty() && !finishing_) {
+      } else if (!queue_.empty() && !finishing_ && !write_failed_) {
         Item& next = queue_.front();
         if (next.resync) snapshot_queued_ = false;
         queued_bytes_ -= next.bytes.Length();
@@ -270,7 +314,14 @@ class SyncStream final
     status_ = std::move(status);
     queue_.clear();  // the set's messages: a new stream gets a snapshot
     queued_bytes_ = 0;
-    if (!status_.ok()) answers_.Clear();
+    // Answers still go out before an OK end (a drain); after any other
+    // end they are given back in OnDone.
+  }
+  // Nothing more will be written: a write failed, the stream ended with an
+  // error, or its status went out.
+  bool Dead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return write_failed_ || finished_ || (finishing_ && !status_.ok()) ||
+           ctx_->IsCancelled();
   }
   void EndWith(grpc::Status status) {
     {
@@ -294,11 +345,12 @@ class SyncStream final
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool snapshot_queued_ ABSL_GUARDED_BY(mu_) = false;
-  v1::SyncDown answers_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingAnswer> answers_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_;  // the write in progress
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -14,7 +14,14 @@
 // has its queued pushes dropped and gets a snapshot instead; one that falls
 // behind again before that snapshot went out is cancelled (a peer that
 // does not read would never take a status). Answers to held calls are never
-// dropped.
+// dropped for a backlog.
+//
+// Answers at a stream's end. An OK end (the drain) writes every answer
+// queued before its status. After any other end (an error, a cancel, a
+// failed write) the answers not yet handed to gRPC are not sent: any probe
+// one carried goes back to the engine at once (AgentHeldCalls::Return), so
+// the next waiter gets it. An answer handed to gRPC whose peer never read
+// it (the agent died) keeps its probe until the breaker's probe_timeout.
 //
 // Identity: the hello's agent_id is bound to the peer's identity
 // (agent_identity.h: under mutual TLS, "<principal>|<agent_id>"), and the

@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/status/json.h"
-#include "core/status/query_string.h"
+#include "core/http/json.h"
+#include "core/http/query_string.h"
 #include "server/service/coordinator_service.h"
 #include "server/service/proto_convert.h"
 #include "server/service/watch_events.h"
@@ -16,6 +16,18 @@
 #include "stagger/v1/watch.pb.h"
 
 namespace stagger::status {
+
+using http::HttpResponse;
+using http::HttpRoutes;
+using http::IntParam;
+using http::JsonError;
+using http::JsonString;
+using http::ParseQueryString;
+using http::ProtoJson;
+using http::QueryParams;
+using http::Quoted;
+using http::WithMembers;
+
 namespace {
 
 using service::CoordinatorService;

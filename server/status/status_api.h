@@ -40,7 +40,7 @@
 //
 // Each answers 200 with its document, or {"error": message} with 400 (a
 // query it refuses: status/query_string.h, or a key the engine refuses) or
-// 404 (/api/endpoint of an untracked key). Messages via core/status/json.h.
+// 404 (/api/endpoint of an untracked key). Messages via core/http/json.h.
 //
 // Thread-safe; `engine`, `peers`, `ring` and `clock` must outlive it.
 #ifndef STAGGER_SERVER_STATUS_STATUS_API_H_
@@ -49,8 +49,8 @@
 #include "absl/strings/string_view.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
+#include "core/http/http_server.h"
 #include "core/status/decision_ring.h"
-#include "core/status/http_server.h"
 #include "server/service/watch_log.h"
 #include "server/status/peer_health.h"
 
@@ -64,16 +64,16 @@ class StatusApi {
             service::WatchLog* log = nullptr)
       : engine_(engine), peers_(peers), ring_(ring), clock_(clock), log_(log) {}
 
-  HttpResponse Summary(absl::string_view query) const;
-  HttpResponse Endpoints(absl::string_view query) const;
-  HttpResponse Endpoint(absl::string_view query) const;
-  HttpResponse Decisions(absl::string_view query) const;
-  HttpResponse Pauses(absl::string_view query) const;
-  HttpResponse Disabled(absl::string_view query) const;
-  HttpResponse Events(absl::string_view query) const;
+  http::HttpResponse Summary(absl::string_view query) const;
+  http::HttpResponse Endpoints(absl::string_view query) const;
+  http::HttpResponse Endpoint(absl::string_view query) const;
+  http::HttpResponse Decisions(absl::string_view query) const;
+  http::HttpResponse Pauses(absl::string_view query) const;
+  http::HttpResponse Disabled(absl::string_view query) const;
+  http::HttpResponse Events(absl::string_view query) const;
 
   // The routes above, for HttpServer.
-  void AddRoutes(HttpRoutes* routes) const;
+  void AddRoutes(http::HttpRoutes* routes) const;
 
  private:
   const engine::Engine* const engine_;

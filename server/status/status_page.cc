@@ -4,6 +4,10 @@
 
 namespace stagger::status {
 
+using http::AssetHandler;
+using http::HttpRoutes;
+using http::HttpServer;
+
 StatusPage::StatusPage(const StatusPageOptions& options,
                        const engine::Engine* engine,
                        const engine::Clock* clock, service::WatchLog* log)

@@ -1,7 +1,7 @@
 // StatusPage: staggerd's live status page for operators, on its own
 // address (--status_address), read-only: the page itself (index.html,
 // status.css, status.js from assets/, compiled into the binary) and the
-// JSON it polls (status_api.h), on one HttpServer (core/status). It owns
+// JSON it polls (status_api.h), on one HttpServer (core/http). It owns
 // what only the page needs: the DecisionRing the chart reads (ring(): the
 // caller has the decisions counted into it, staggerd by ServerMetrics) and
 // the PeerHealth checker. docs/STATUS_PAGE.md describes the page.
@@ -20,15 +20,15 @@
 #include "absl/status/statusor.h"
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
+#include "core/http/http_server.h"
 #include "core/status/decision_ring.h"
-#include "core/status/http_server.h"
 #include "server/status/peer_health.h"
 #include "server/status/status_api.h"
 
 namespace stagger::status {
 
 // The page's files, generated from assets/ (see CMakeLists.txt).
-extern const EmbeddedAsset kStatusAssets[];
+extern const http::EmbeddedAsset kStatusAssets[];
 extern const size_t kStatusAssets_count;
 
 struct StatusPageOptions {
@@ -58,7 +58,7 @@ class StatusPage {
   DecisionRing ring_;
   PeerHealth peers_;
   StatusApi api_;
-  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<http::HttpServer> http_;
 };
 
 }  // namespace stagger::status

@@ -21,7 +21,8 @@
 #include "agent/status/agent_status_page.h"
 #include "agent/status/decision_tally.h"
 #include "client/coordinator_client.h"
-#include "core/status/json.h"
+#include "core/http/json.h"
+#include "core/status/decisions_json.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -231,7 +232,7 @@ class AgentStatusApiTest : public ::testing::Test {
              &tally_, &clock_) {}
 
   Struct Agent(const std::string& query) {
-    const status::HttpResponse r = api_.Agent(query);
+    const http::HttpResponse r = api_.Agent(query);
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.content_type, "application/json");
     return ParseJson(r.body);
@@ -360,7 +361,7 @@ TEST_F(AgentStatusApiTest, APageNeverSplitsATargetsEntries) {
   AgentStatusApi api({"x", "fail_open", true}, std::ref(sets), &tally_,
                      &clock_);
   const auto page = [&](const std::string& query) {
-    const status::HttpResponse r = api.Agent(query);
+    const http::HttpResponse r = api.Agent(query);
     EXPECT_EQ(r.status, 200) << r.body;
     return ParseJson(r.body);
   };
@@ -420,7 +421,7 @@ TEST_F(AgentStatusApiTest, HostileQueriesAreRefusedWithTheirReason) {
       {"<script>=1", "script"},
   };
   for (const auto& [query, named] : cases) {
-    const status::HttpResponse r = api_.Agent(query);
+    const http::HttpResponse r = api_.Agent(query);
     EXPECT_EQ(r.status, 400) << query;
     const std::string error = Field(ParseJson(r.body), "error").string_value();
     EXPECT_TRUE(absl::StartsWith(error, "query: ")) << error;
@@ -435,7 +436,7 @@ TEST_F(AgentStatusApiTest, TheChartIsTheRingsLastTenMinutes) {
   clock_.Advance(absl::Seconds(3));
   tally_.Record(Decided(DecisionSource::kCoordinator, Verdict::kGiveUp));
   tally_.Record(Decided(DecisionSource::kCoordinator, Verdict::kGiveUp));
-  const status::HttpResponse r = api_.Decisions("");
+  const http::HttpResponse r = api_.Decisions("");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body, status::DecisionsJson(tally_.ring().Read()));
   const Struct s = ParseJson(r.body);
@@ -473,7 +474,7 @@ TEST(AgentStatusJsonTest, TextIsEscapedNotInterpreted) {
                        return s;
                      },
                      &tally, &clock);
-  const status::HttpResponse r = api.Agent("");
+  const http::HttpResponse r = api.Agent("");
   ASSERT_EQ(r.status, 200);
   const Struct s = ParseJson(r.body);
   EXPECT_EQ(Field(s, "agent_id").string_value(), "node <i>7</i>");
@@ -528,7 +529,7 @@ TEST(LeaseStatusTest, ARealClientReportsItsReplicaStreamAndLease) {
                        return (*c)->lease_status(after, max);
                      },
                      &tally, &clock);
-  const status::HttpResponse page = api.Agent("page_size=5");
+  const http::HttpResponse page = api.Agent("page_size=5");
   ASSERT_EQ(page.status, 200) << page.body;
   const Struct json = ParseJson(page.body);
   EXPECT_EQ(Field(json, "agent_id").string_value(), "agent-under-test");

@@ -5,8 +5,8 @@
 //   http_status, retry_after  client/http_outcome.h
 //   ratelimit_reset           client/http_outcome.h, and the ReportRequest
 //                             field's validation (its own key)
-//   endpoint_key              client/endpoint_key.h
-//   members                   client/members.h (ParseMembers)
+//   endpoint_key              client/key_from_url.h
+//   members                   client/coordinator_target.h (ParseMembers)
 //   validation                what staggerd answers: wire::FromProto, then
 //                             Engine::ValidateAdmit / ValidateReport on the
 //                             default config (CoordinatorService's path)
@@ -30,9 +30,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "client/endpoint_key.h"
+#include "client/key_from_url.h"
 #include "client/http_outcome.h"
-#include "client/internal/members.h"
+#include "client/internal/target_parser.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

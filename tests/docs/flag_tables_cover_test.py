@@ -18,7 +18,8 @@ import os
 import re
 import sys
 
-SCANNED = ("agent", "bench", "client", "core", "server", "tests")
+SCANNED = ("agent", "bench", "client", "core", "examples", "server",
+           "staggerctl", "tests")
 # Programs only tests run, never a person: their flags are their test's
 # business, not a guide's.
 FIXTURES = {

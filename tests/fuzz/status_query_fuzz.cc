@@ -1,5 +1,5 @@
 // Fuzz target status_query: the status pages' query parser
-// (core/status/query_string.h, ParseQueryString and IntParam), which reads
+// (core/http/query_string.h, ParseQueryString and IntParam), which reads
 // whatever an HTTP client puts after '?'.
 //
 // Input: [mode: 1 byte] then the rest is the raw query, as received. The
@@ -21,8 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/engine/endpoint_key.h"
-#include "core/status/query_string.h"
+#include "core/engine/key_validation.h"
+#include "core/http/query_string.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace stagger::fuzz {
@@ -41,9 +41,9 @@ void CheckRefusal(const absl::Status& s) {
   for (char c : s.message()) FUZZ_CHECK(c >= 0x20 && c < 0x7f) << s;
 }
 
-void CheckAccepted(const status::QueryParams& q,
+void CheckAccepted(const http::QueryParams& q,
                    const std::vector<absl::string_view>& allowed) {
-  FUZZ_CHECK(q.size() <= static_cast<size_t>(status::kMaxParams)) << q.size();
+  FUZZ_CHECK(q.size() <= static_cast<size_t>(http::kMaxParams)) << q.size();
   std::string again;
   size_t named = 0;
   for (absl::string_view name : allowed) {
@@ -58,13 +58,13 @@ void CheckAccepted(const status::QueryParams& q,
     absl::StrAppend(&again, again.empty() ? "" : "&", name, "=", Encode(*v));
   }
   FUZZ_CHECK(named == q.size()) << "a parameter outside the allowed names";
-  if (again.size() > status::kMaxQueryBytes) return;
-  absl::StatusOr<status::QueryParams> round = status::ParseQueryString(again, allowed);
+  if (again.size() > http::kMaxQueryBytes) return;
+  absl::StatusOr<http::QueryParams> round = http::ParseQueryString(again, allowed);
   FUZZ_CHECK(round.ok()) << round.status();
   for (absl::string_view name : allowed) {
     FUZZ_CHECK(round->Get(name) == q.Get(name)) << name;
   }
-  absl::StatusOr<int> n = status::IntParam(q, "page_size", 1, 1000, 100);
+  absl::StatusOr<int> n = http::IntParam(q, "page_size", 1, 1000, 100);
   if (n.ok()) {
     FUZZ_CHECK(*n >= 1 && *n <= 1000) << *n;
   } else {
@@ -84,8 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           ? std::vector<absl::string_view>{"filter", "page_size", "page_token"}
           : std::vector<absl::string_view>{"key"};
   const std::string raw = in.Rest(in.left());
-  absl::StatusOr<stagger::status::QueryParams> q =
-      stagger::status::ParseQueryString(raw, allowed);
+  absl::StatusOr<stagger::http::QueryParams> q =
+      stagger::http::ParseQueryString(raw, allowed);
   if (q.ok()) {
     CheckAccepted(*q, allowed);
   } else {

@@ -29,7 +29,7 @@
 #include "absl/random/random.h"
 #include "absl/time/time.h"
 #include "google/protobuf/stubs/logging.h"
-#include "core/engine/endpoint_key.h"
+#include "core/engine/key_validation.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
 #include "core/lease/agent_link.h"

@@ -24,7 +24,8 @@ import os
 import re
 import sys
 
-SOURCE_FOLDERS = ("core", "server", "client", "agent", "bench")
+SOURCE_FOLDERS = ("core", "server", "client", "staggerctl", "agent", "bench",
+                  "examples")
 CXX = (".h", ".cc")
 # client/node's own sources (not its generated code, packages or output).
 NODE_SRC = "client/node/src"
@@ -67,7 +68,8 @@ RULES = [
     ("core/config", {"std", "absl", "protobuf", "proto"},
      ["core/engine", "core/wire"]),
     ("core/metrics", {"std", "absl", "prometheus"}, ["core/engine"]),
-    ("core/status", {"std", "absl", "protobuf"}, ["core/engine"]),
+    ("core/http", {"std", "absl", "protobuf"}, ["core/engine"]),
+    ("core/status", {"std", "absl"}, ["core/engine", "core/http"]),
     ("core/rpc", {"std", "absl", "protobuf", "grpc"}, []),
     ("core/cli", {"std", "absl"}, []),
     # staggerd: core and itself, never the client or the agent.
@@ -89,10 +91,6 @@ RULES = [
     # The client: its implementation below its public headers, its tools
     # and its packages for other languages.
     ("client/internal", LIBS, ["core", "client/."]),
-    ("client/staggerctl", {"std", "absl", "protobuf", "grpc", "proto"},
-     ["core", "client/."]),
-    ("client/examples", {"std", "absl", "grpc", "proto"},
-     ["client/.", "core/cli"]),
     ("client/python", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/node", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/go", {"std", "protobuf", "grpc", "proto"}, []),
@@ -101,10 +99,18 @@ RULES = [
     ("client", {"std", "absl"},
      ["core/engine/clock.h", "core/engine/decision.h",
       "core/engine/engine_config.h", "core/engine/random.h"]),
+    # staggerctl: the operator's Admin tool, beside the worker library. It
+    # uses the client's public headers (TLS options, the watch), never its
+    # implementation.
+    ("staggerctl", {"std", "absl", "protobuf", "grpc", "proto"},
+     ["core", "client/."]),
     # The agent: a program built on the client's public headers.
     ("agent/status", {"std", "absl"}, ["core", "client/."]),
     ("agent", {"std", "absl", "protobuf", "grpc", "proto"},
      ["core", "client/.", "agent/status"]),
+    # The example workers users copy from: the client's public headers.
+    ("examples", {"std", "absl", "grpc", "proto"},
+     ["client/.", "core/cli"]),
     ("bench", LIBS | {"test"}, ["core", "server", "client", "agent", "bench"]),
 ]
 

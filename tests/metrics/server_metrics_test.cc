@@ -557,6 +557,7 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       {"direction", {"in", "out"}},
       {"trigger", {"operator", "unavailable", "permanent_failures"}},
       {"cause", {"bucket_cap", "agent_rate", "endpoint_share"}},
+      {"kind", {"first_attempts", "successes"}},
   };
   // The state file's load failures have reasons of their own.
   const std::set<std::string> state_reasons(
@@ -570,6 +571,14 @@ TEST(ServerMetricsTest, LabelValuesComeOnlyFromTheFixedSets) {
       if (name == "le") continue;  // histogram bucket bounds: fixed numbers
       if (s.name == "stagger_state_load_failures_total" && name == "reason") {
         EXPECT_TRUE(state_reasons.count(value)) << value;
+        ++checked;
+        continue;
+      }
+      // Agents' count reports have results of their own.
+      if (s.name == "stagger_count_reports_total" && name == "result") {
+        EXPECT_TRUE(value == "applied" || value == "lost" ||
+                    value == "duplicate")
+            << value;
         ++checked;
         continue;
       }

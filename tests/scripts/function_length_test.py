@@ -217,9 +217,8 @@ class DefaultScopeTest(unittest.TestCase):
 
     def test_the_repositorys_code_is_in_scope(self):
         self.assertEqual(self.names(fl.default_roots()),
-                         ['core', 'server', 'client', 'bench'] +
-                         (['agent'] if os.path.isdir(
-                             os.path.join(ROOT, 'agent')) else []))
+                         ['core', 'server', 'client', 'bench', 'agent',
+                          'staggerctl', 'examples'])
 
     def test_agent_is_in_scope_when_it_exists(self):
         with tempfile.TemporaryDirectory() as d:

@@ -227,7 +227,8 @@ TEST(StartupTest, TransportLimitFlagsAreAccepted) {
       {"--address=127.0.0.1:0", "--metrics_address=",
        "--max_receive_message_bytes=1048576", "--max_concurrent_streams=100",
        "--min_ping_interval=30s", "--permit_pings_without_calls=false",
-       "--max_ping_strikes=3", "--max_connection_age=0",
+       "--max_ping_strikes=3", "--keepalive_time=20s",
+       "--keepalive_timeout=3s", "--max_connection_age=0",
        "--max_connection_age_grace=5s", "--memory_quota_bytes=268435456"});
   ASSERT_TRUE(d.ok()) << d.status();
   absl::StatusOr<int> code = (*d)->Terminate();

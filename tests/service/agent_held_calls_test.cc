@@ -44,7 +44,7 @@ class AgentHeldCallsTest : public ::testing::Test {
   AgentHeldCallsTest() : h_(RoomOptions()) {
     calls_ = service::AgentHeldCalls::Make(
         &h_.engine(), h_.room(), &h_.clock(), nullptr,
-        [this](v1::HeldAnswer a) {
+        [this](v1::HeldAnswer a, absl::string_view) {
           absl::MutexLock l(&mu_);
           sent_.push_back(std::move(a));
         });
@@ -225,7 +225,7 @@ TEST(AgentShareTest, EachAgentHoldsAtMostItsShare) {
   const auto make = [&](const std::string& agent) {
     return service::AgentHeldCalls::Make(
         &h.engine(), h.room(), &h.clock(), nullptr,
-        [&](v1::HeldAnswer a) {
+        [&](v1::HeldAnswer a, absl::string_view) {
           absl::MutexLock l(&mu);
           answered.push_back(a.id());
         },

@@ -114,11 +114,15 @@ TEST(TransportLimitsTest, DefaultsAreValidAndBadValuesAreNamed) {
   bad.max_concurrent_streams = 0;
   bad.max_connection_age = absl::Milliseconds(10);
   bad.memory_quota_bytes = 1;
+  bad.keepalive_time = absl::Milliseconds(500);
+  bad.keepalive_timeout = absl::Hours(2);
   const absl::Status s = ValidateTransportLimits(bad);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "--max_receive_message_bytes: must be in [4096, 1073741824], got 100\n"
             "--max_concurrent_streams: must be in [1, 1000000], got 0\n"
+            "--keepalive_time: must be in [1s, 24h], got 500ms\n"
+            "--keepalive_timeout: must be in [1s, 1h], got 2h\n"
             "--max_connection_age: must be in [1s, 720h], got 10ms\n"
             "--memory_quota_bytes: must be in [65536, 1099511627776], got 1");
 }

@@ -1,7 +1,7 @@
-// core/status/http_server: a real civetweb server on a free loopback port,
+// core/http/http_server: a real civetweb server on a free loopback port,
 // spoken to over a raw socket: routes, 404, 405, HEAD, the raw query, the
 // security headers, bad and busy addresses.
-#include "core/status/http_server.h"
+#include "core/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace stagger::status {
+namespace stagger::http {
 namespace {
 
 // Sends `request` to 127.0.0.1:port, returns everything the server sent
@@ -113,4 +113,4 @@ TEST(HttpServerStartTest, ABusyPortIsUnavailable) {
 }
 
 }  // namespace
-}  // namespace stagger::status
+}  // namespace stagger::http

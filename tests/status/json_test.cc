@@ -1,8 +1,8 @@
-// core/status/json: proto messages print with the .proto field names and
+// core/http/json: proto messages print with the .proto field names and
 // every field; strings escape what JSON needs and survive bad UTF-8;
 // members added to an object keep it valid JSON (checked by parsing it back
 // with protobuf's own JSON parser).
-#include "core/status/json.h"
+#include "core/http/json.h"
 
 #include <string>
 
@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "stagger/v1/coordinator.pb.h"
 
-namespace stagger::status {
+namespace stagger::http {
 namespace {
 
 google::protobuf::Struct Parse(const std::string& json) {
@@ -63,4 +63,4 @@ TEST(JsonTest, JsonErrorIsOneMember) {
 }
 
 }  // namespace
-}  // namespace stagger::status
+}  // namespace stagger::http

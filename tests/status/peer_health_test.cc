@@ -12,7 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
-#include "server/daemon/status_page.h"
+#include "server/daemon/status_page_step.h"
 #include "server/service/ownership.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 

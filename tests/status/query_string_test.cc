@@ -1,8 +1,8 @@
-// core/status/query_string: what a browser sends parses to its values;
+// core/http/query_string: what a browser sends parses to its values;
 // every other query is refused with a message naming what is wrong, and
 // (property, over random bytes) the parser never accepts a value a client
 // could not have meant and never echoes raw bytes.
-#include "core/status/query_string.h"
+#include "core/http/query_string.h"
 
 #include <map>
 #include <random>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
-namespace stagger::status {
+namespace stagger::http {
 namespace {
 
 const std::vector<absl::string_view> kAllowed = {"filter", "page_size",
@@ -178,4 +178,4 @@ TEST(QueryStringTest, PropertyRandomBytesAreParsedOrRefusedCleanly) {
 }
 
 }  // namespace
-}  // namespace stagger::status
+}  // namespace stagger::http

@@ -17,14 +17,17 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "server/status/peer_health.h"
 #include "server/service/watch_feed.h"
 #include "server/service/watch_log.h"
+#include "server/status/peer_health.h"
 #include "stagger/v1/admin.pb.h"
 #include "stagger/v1/coordinator.pb.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::status {
+
+using http::HttpResponse;
+
 namespace {
 
 using ::stagger::testing::FakeClock;

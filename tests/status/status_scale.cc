@@ -35,6 +35,9 @@
 #include "server/status/status_api.h"
 
 namespace stagger::status {
+
+using http::HttpResponse;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

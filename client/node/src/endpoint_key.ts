@@ -1,5 +1,5 @@
 // endpointKeyFromUrl: the endpoint key to send for a delivery URL, without
-// the secrets URLs carry -- the C++ client's client/internal/endpoint_key.cc, with
+// the secrets URLs carry -- the C++ client's client/internal/key_from_url.cc, with
 // its normalisation and its messages:
 //
 //   key = scheme "://" host [":" port] ["/" seg1 ... "/" segN]

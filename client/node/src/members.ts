@@ -1,6 +1,6 @@
 // Members: which coordinator replicas a client talks to and the stable
 // name of each (what keys are hashed over), parsed from a target exactly as
-// the C++ client's client/internal/members.cc, with its error messages:
+// the C++ client's client/internal/target_parser.cc, with its error messages:
 //
 //   unix:/path/agent.sock         one member: a stagger-agent's socket
 //   host:port                     one member (named by the whole target)

@@ -1,6 +1,6 @@
 // staggerd's request checks, with its messages word for word (the wire's
 // core/wire/wire.cc first, then the engine's core/engine/engine.cc and
-// endpoint_key.cc), for the local fallback: bad input is an error there
+// key_validation.cc), for the local fallback: bad input is an error there
 // too, the same error the coordinator would have given.
 //
 // Order (the server's): Report: outcome set and known; then the endpoint

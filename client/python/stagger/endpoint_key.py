@@ -1,6 +1,6 @@
 """endpoint_key_from_url: the endpoint key a worker sends for a delivery
 URL, without the secrets URLs often carry -- the C++ client's
-EndpointKeyFromUrl (client/endpoint_key.h), with the same normalisation and
+EndpointKeyFromUrl (client/key_from_url.h), with the same normalisation and
 the same error messages (tests/vectors/client_vectors.json, endpoint_key).
 
 The key is  scheme "://" host [":" port] ["/" seg1 ... "/" segN]:

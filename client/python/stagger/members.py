@@ -1,5 +1,5 @@
 """Members: which coordinator replicas a client talks to and the stable name
-of each -- the C++ client's ParseMembers (client/internal/members.h), with the same
+of each -- the C++ client's ParseMembers (client/internal/target_parser.h), with the same
 forms, names and messages (tests/vectors/client_vectors.json, members). The
 names are what endpoint keys are hashed over (rendezvous.py), so every
 client and staggerd's --replicas must agree on them.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # client.go.worker: a Go worker built on the stagger module from outside
 # the repository delivers through a real stagger-agent in front of a real
-# staggerd. tests/client/go/worker/main.go is copied to a scratch folder,
+# staggerd. examples/go/worker/main.go is copied to a scratch folder,
 # built there in GOPATH mode against client/go and Debian's Go packages
 # (client/go/gopath.sh), and run: three HTTP POSTs to a loopback receiver,
 # each a RetryLoop run that must end SUCCEEDED.
@@ -17,7 +17,7 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$work/worker"
-cp "$src/tests/client/go/worker/main.go" "$work/worker/"
+cp "$src/examples/go/worker/main.go" "$work/worker/"
 "$src/client/go/gopath.sh" "$ws" --link "stagger.dev/worker-$$=$work/worker" -- \
   go build -o "$work/worker-bin" "stagger.dev/worker-$$"
 rm -f "$ws/src/stagger.dev/worker-$$"

@@ -1,4 +1,4 @@
-// Targets -> members and their names, as the C++ client's members_test:
+// Targets -> members and their names, as the C++ client's target_parser_test:
 // one target, lists (DNS first labels, explicit names, address literals),
 // every bad list's message, dns:///, the system resolver, sorting; and the
 // client's enums numbered as the generated stagger.v1 enums.

@@ -6,7 +6,7 @@ the figures the timeline prints.
 The inputs (scenario.Run):
   record   the receiver's (receiver.py): every request with its arrival
            and answer times, status and Retry-After; acks; duplicates
-  workers  {name: the worker's JSON (worker.cc)}: per delivery its end and
+  workers  {name: the worker's JSON (examples/cpp/http_worker.cc)}: per delivery its end and
            every Admit / Report it made: when it asked, when the answer
            came, the wait it asked for, verdict, reason, source
   samples  GetEndpoint on staggerd while the run went: time,

@@ -53,8 +53,8 @@ def main() -> int:
         staggerd=os.path.join(build, "bin", "staggerd"),
         agent=os.path.join(build, "bin", "stagger-agent"),
         cpp_worker=os.path.join(build, "bin", "stagger-http-worker"),
-        js_worker=os.path.join(build, "tests", "e2e", "http", "dist", "tests",
-                               "e2e", "http", "worker.js"),
+        js_worker=os.path.join(build, "tests", "e2e", "http", "dist",
+                               "examples", "node", "http_worker.js"),
         node=shutil.which("node") or "node",
         go_worker=os.path.join(build, "tests", "e2e", "http", "go-worker"))
     missing = [p for p in (binaries.staggerd, binaries.agent,

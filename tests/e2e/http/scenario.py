@@ -1,7 +1,7 @@
 """The HTTP end-to-end run: one staggerd, one stagger-agent in front of it
 on a Unix socket, a real webhook receiver (receiver.py) on loopback, and
-four workers -- C++ (worker.cc), Python (worker.py), TypeScript
-(worker.ts), Go (go/main.go) -- delivering real HTTP POSTs to it through
+four workers -- C++ (http_worker.cc), Python (http_worker.py), TypeScript
+(http_worker.ts), Go (go/http_worker), all under examples/ -- delivering real HTTP POSTs to it through
 the agent.
 
   1. Warm-up: each worker delivers WARMUPS deliveries one after another;
@@ -58,6 +58,7 @@ from stagger.v1 import coordinator_pb2 as pb, coordinator_pb2_grpc as rpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "staggerd.textproto")
+EXAMPLES = os.path.normpath(os.path.join(HERE, "..", "..", "..", "examples"))
 RETRY_AFTER_S = 3
 PHASES = [{"at": 0, "status": 503, "retry_after": RETRY_AFTER_S},
           {"at": 7, "status": 429},
@@ -82,9 +83,9 @@ class Binaries:
     staggerd: str
     agent: str
     cpp_worker: str
-    js_worker: str   # worker.ts compiled (the build tree's dist/)
+    js_worker: str   # http_worker.ts compiled (the build tree's dist/)
     node: str
-    go_worker: str   # go/main.go built on client/go
+    go_worker: str   # examples/go/http_worker built on client/go
     python: str = "/usr/bin/python3"
 
     @staticmethod
@@ -225,7 +226,8 @@ def run(b: Binaries, log: Callable[..., None] = print) -> Run:
         sampler = Sampler(sd.target, key)
         sampler.start()
         argv = {"cpp": [b.cpp_worker],
-                "py": [b.python, os.path.join(HERE, "worker.py")],
+                "py": [b.python, os.path.join(EXAMPLES, "python",
+                                                  "http_worker.py")],
                 "ts": [b.node, b.js_worker],
                 "go": [b.go_worker]}
         for w in WORKERS:

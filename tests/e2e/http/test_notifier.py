@@ -1,4 +1,4 @@
-"""e2e.http.notifier: stagger-notifier (client/examples/notifier.cc)
+"""e2e.http.notifier: stagger-notifier (examples/cpp/notifier.cc)
 against a real staggerd and the e2e webhook receiver (receiver.py, run in
 this process so that the test reads every body it got).
 

@@ -7,7 +7,7 @@ The inputs:
   log      nginx's access log (limiter.Nginx.log): (arrival, status, body)
            per request, the body the worker's JSON {"id", "attempt",
            "worker"} (empty for a request nginx refused before reading it)
-  workers  {name: the worker's JSON (tests/e2e/http/worker.cc)}: per
+  workers  {name: the worker's JSON (examples/cpp/http_worker.cc)}: per
            delivery its end and reason
   recovered_at  when the outage ended (the down file removed), Unix s
 """

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""A fleet against a real rate limiter: workers in C++ (tests/e2e/http/
-worker.cc) and Python (tests/e2e/http/worker.py) deliver real HTTP POSTs
+"""A fleet against a real rate limiter: workers in C++
+(examples/cpp/http_worker.cc) and Python (examples/python/http_worker.py)
+deliver real HTTP POSTs
 through one stagger-agent in front of one staggerd, both on their embedded
 defaults, to Debian's nginx on loopback (limiter.py): `limit_req` of
 --rate/s with a burst of --burst, 429 beyond.
@@ -45,7 +46,7 @@ import checks  # noqa: E402
 from agent_harness import Agent, Proc, Staggerd, log  # noqa: E402
 from limiter import Nginx  # noqa: E402
 
-PY_WORKER = os.path.join(ROOT, "tests", "e2e", "http", "worker.py")
+PY_WORKER = os.path.join(ROOT, "examples", "python", "http_worker.py")
 DEADLINE_S = 300         # per delivery: far past the outage
 ATTEMPT_TIMEOUT_S = 30
 WORKER_TIMEOUT_S = 600   # the run's bound (a slow, shared machine)
