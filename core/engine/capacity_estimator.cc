@@ -145,7 +145,7 @@ void CapacityEstimator::Advance(const DeferralParams& p, absl::Time now) {
     Drain(p, now, goodput);
   } else if (busy && !round_overload_ &&
              (offered == 0 || goodput >= kDeliveredShare * offered)) {
-    Grow(p, std::min(len_s, 2.0 * RoundMs() / 1e3), now);
+    Grow(p, std::min(len_s, 2.0 * RoundMs() / 1e3), goodput, now);
   }
   last_round_sent_ = static_cast<float>(round_sent_ / len_s);
   round_start_ms_ = std::max<uint32_t>(1, ms);
@@ -163,7 +163,7 @@ double CapacityEstimator::ProbeStep(double above, double span_s) {
 }
 
 void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
-                             absl::Time now) {
+                             double delivered, absl::Time now) {
   const uint32_t now_ms = Ms32(now);
   const double capacity = threshold_;
   double pace = pace_ > 0 ? pace_ : kStartPace;
@@ -171,14 +171,22 @@ void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
   // (Within a float's precision of the ceiling is at it: the pace is kept
   // as a float.)
   if (capacity == 0 || pace < ceiling * (1 - 1e-6)) {
-    // Slow start: x kSlowStartGrowth per round, or more while a round's
-    // overshoot would cost at most kGrowthRisk of the backlog waiting; up
-    // to just below the capacity measured.
+    // Slow start: x kSlowStartGrowth per round, but by no more than what
+    // the round delivered, as TCP's window grows by one per ACK (its
+    // successes answer the round before's admissions: doubling a pace
+    // already doubled before they came would send 4x what the endpoint
+    // was seen to take, for a round trip, before its refusals could say
+    // so). Or more while a round's overshoot would cost at most
+    // kGrowthRisk of the backlog waiting; up to just below the capacity
+    // measured.
     // A long round (sparse events) counts for up to two at x2; the bold
     // step is one step, its risk bounded once.
     const double rounds = span_s * 1e3 / RoundMs();
     const double bold = 1 + kGrowthRisk * waiting_ / (pace * RoundMs() / 1e3);
-    pace *= std::max(std::pow(kSlowStartGrowth, rounds), bold);
+    const double growth = std::pow(kSlowStartGrowth, rounds);
+    const double doubled =
+        std::min(pace * growth, pace + (growth - 1) * delivered);
+    pace = std::max({pace, doubled, pace * bold});
     if (capacity > 0) pace = std::min(pace, ceiling);
   } else if (MsSince(hold_until_ms_, now_ms) >= 0) {
     // Probing, for capacity added since it was measured (not while a

@@ -21,16 +21,19 @@
 //     saw no overload, and whose successes kept up with the round before's
 //     admissions (kDeliveredShare), the pace grows: per unit of time, only
 //     while used. Below kCutShare of the capacity measured (none yet:
-//     always) it doubles (kSlowStartGrowth), up to that share, or grows
-//     faster while that risks little: never by more than could cost
+//     always) it doubles (kSlowStartGrowth), but grows by no more than
+//     the round delivered (TCP's one per ACK: the answers lag a round
+//     trip), up to that share, or grows faster while that risks little: never by more than could cost
 //     kGrowthRisk of the deliveries still waiting in over-capacity answers,
 //     should the capacity lie just above the pace (the backlog bounds how
 //     bold a step may be; it never sets the pace). From there it probes
 //     upward along CUBIC's curve: back at the capacity 1 s after the cut,
 //     flat around it (+1% in 1.6 s), then faster (+25% 2.7 s after the
 //     cut).
-//     Probing past kStaleCapacity x the capacity without an overload
-//     forgets it (the endpoint grew): slow start again.
+//     Probing past kStaleCapacity x the capacity without an overload,
+//     while the endpoint served past it too (goodput over about
+//     kRateTau), forgets it (the endpoint grew): slow start again. A pace
+//     that the demand did not fill proves nothing.
 //   - A queue: successes below kQueueShare of the round before's
 //     admissions (the answers are slowing down: the endpoint queues) cut
 //     the pace below that goodput, before it refuses anything (BBR's
@@ -59,7 +62,7 @@
 //     now + d (FailureSignal::pause_until, for the release queue), the cut
 //     as above, but never above kCutShare of what it served over about
 //     kRateTau, pauses included (a round's goodput can hold the burst a
-//     pause refilled). The refusals that come back while the pause runs
+//     pause refilled), until the episode measures it. The refusals that come back while the pause runs
 //     answer what went before it, so they make no further cut; they extend
 //     the episode of refusals, whose count measures the limiter (below).
 //     No probing upward for d / (1 - kCutShare) (at most kMaxLimiterHold):
@@ -235,7 +238,9 @@ class CapacityEstimator {
   // Ends the rounds that are over by `now`: the pace grows after a busy
   // round without overload.
   void Advance(const DeferralParams& p, absl::Time now);
-  void Grow(const DeferralParams& p, double span_s, absl::Time now);
+  // `delivered`: the round's successes per second.
+  void Grow(const DeferralParams& p, double span_s, double delivered,
+            absl::Time now);
   // Probing: how far above the capacity (a share of it, < 0 below) the
   // pace lies span_s of probing after lying `above` it.
   static double ProbeStep(double above, double span_s);

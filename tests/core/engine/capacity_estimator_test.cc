@@ -111,10 +111,29 @@ TEST(CapacityEstimatorTest, ARoundSentAtThePaceDoublesIt) {
   c.OnAdmitted(p, At(1.25));
   EXPECT_DOUBLE_EQ(c.Pace(p), 20);
   EXPECT_EQ(c.source(), Source::kGrowth);
-  // [1.25, 1.5): 5 at 20/s: x2 again.
-  Sent(c, p, 4, 1.26, 0.24, 0.01);
+  // [1.25, 1.5): 5 at 20/s, all answered within it: x2 again.
+  Sent(c, p, 5, 1.25, 0.24, 0.01);
   c.OnAdmitted(p, At(1.5));
   EXPECT_DOUBLE_EQ(c.Pace(p), 40);
+}
+
+TEST(CapacityEstimatorTest, SlowStartGrowsByWhatTheRoundDelivered) {
+  // Answers take a round trip: a round's successes answer the round
+  // before's admissions. Doubling a pace already doubled before they came
+  // would send 4x what the endpoint was seen to take. So the pace grows
+  // by the round's delivered rate at most, as TCP's window grows by one
+  // per ACK.
+  const DeferralParams p;
+  CapacityEstimator c = Released(p);
+  Sent(c, p, 3, 1.0, 0.25, 0.01);
+  c.OnAdmitted(p, At(1.25));
+  ASSERT_DOUBLE_EQ(c.Pace(p), 20);
+  // [1.25, 1.5): 5 sent at 20/s; the 3 successes in it answer the round
+  // before (12/s delivered): 20 + 12 = 32, not 40.
+  for (int i = 0; i < 5; ++i) c.OnAdmitted(p, At(1.26 + 0.048 * i));
+  for (int i = 0; i < 3; ++i) c.OnSuccess(p, At(1.3 + 0.05 * i));
+  c.OnAdmitted(p, At(1.5));
+  EXPECT_NEAR(c.Pace(p), 32, 1e-3);
 }
 
 TEST(CapacityEstimatorTest, ARoundTheFleetDidNotFillLeavesThePace) {
@@ -139,8 +158,9 @@ TEST(CapacityEstimatorTest, ADeepBacklogLetsTheFirstRoundsGrowFasterAtSmallRisk)
   c.OnAdmitted(p, At(1.25));
   EXPECT_NEAR(c.Pace(p), 10 * (1 + 100 / (10 * 0.25)), 1);
   // At 410/s the same risk allows less than x2: slow start's x2 from here.
+  // (All 103 answered within the round: it delivered 412/s.)
   const double pace = c.Pace(p);
-  Sent(c, p, 103, 1.26, 0.24, 0.01);
+  Sent(c, p, 103, 1.25, 0.24, 0.001);
   c.OnAdmitted(p, At(1.5));
   EXPECT_NEAR(c.Pace(p), 2 * pace, 1);
 }
