@@ -145,7 +145,7 @@ void CapacityEstimator::Advance(const DeferralParams& p, absl::Time now) {
     Drain(p, now, goodput);
   } else if (busy && !round_overload_ &&
              (offered == 0 || goodput >= kDeliveredShare * offered)) {
-    Grow(p, std::min(len_s, 2.0 * RoundMs() / 1e3), ms);
+    Grow(p, std::min(len_s, 2.0 * RoundMs() / 1e3), goodput, now);
   }
   last_round_sent_ = static_cast<float>(round_sent_ / len_s);
   round_start_ms_ = std::max<uint32_t>(1, ms);
@@ -163,28 +163,42 @@ double CapacityEstimator::ProbeStep(double above, double span_s) {
 }
 
 void CapacityEstimator::Grow(const DeferralParams& p, double span_s,
-                             uint32_t now_ms) {
+                             double delivered, absl::Time now) {
+  const uint32_t now_ms = Ms32(now);
   const double capacity = threshold_;
   double pace = pace_ > 0 ? pace_ : kStartPace;
   const double ceiling = kCutShare * capacity;
   // (Within a float's precision of the ceiling is at it: the pace is kept
   // as a float.)
   if (capacity == 0 || pace < ceiling * (1 - 1e-6)) {
-    // Slow start: x kSlowStartGrowth per round, or more while a round's
-    // overshoot would cost at most kGrowthRisk of the backlog waiting; up
-    // to just below the capacity measured.
+    // Slow start: x kSlowStartGrowth per round, but by no more than what
+    // the round delivered, as TCP's window grows by one per ACK (its
+    // successes answer the round before's admissions: doubling a pace
+    // already doubled before they came would send 4x what the endpoint
+    // was seen to take, for a round trip, before its refusals could say
+    // so). Or more while a round's overshoot would cost at most
+    // kGrowthRisk of the backlog waiting; up to just below the capacity
+    // measured.
     // A long round (sparse events) counts for up to two at x2; the bold
     // step is one step, its risk bounded once.
     const double rounds = span_s * 1e3 / RoundMs();
     const double bold = 1 + kGrowthRisk * waiting_ / (pace * RoundMs() / 1e3);
-    pace *= std::max(std::pow(kSlowStartGrowth, rounds), bold);
+    const double growth = std::pow(kSlowStartGrowth, rounds);
+    const double doubled =
+        std::min(pace * growth, pace + (growth - 1) * delivered);
+    pace = std::max({pace, doubled, pace * bold});
     if (capacity > 0) pace = std::min(pace, ceiling);
   } else if (MsSince(hold_until_ms_, now_ms) >= 0) {
     // Probing, for capacity added since it was measured (not while a
     // limiter's word holds): along CUBIC's curve, flat near the capacity
     // and faster away from it.
     pace = capacity * (1 + ProbeStep(pace / capacity - 1, span_s));
-    if (pace > kStaleCapacity * capacity) threshold_ = 0;  // it grew
+    // It grew: it served past the capacity too. (A pace past it that the
+    // demand did not fill proves nothing.)
+    if (pace > kStaleCapacity * capacity &&
+        Goodput(now) > kStaleCapacity * capacity) {
+      threshold_ = 0;
+    }
   }
   pace_ = static_cast<float>(Cap(p, pace));
   source_ = Source::kGrowth;
@@ -224,9 +238,14 @@ void CapacityEstimator::OnSuccess(const DeferralParams& p, absl::Time now) {
   if (phase_ != Phase::kReleasing) return;
   Advance(p, now);
   round_successes_ += 1;
-  if (refusal_ms_ != 0 && MsSince(refusal_ms_, ms) <= RoundMs()) {
-    episode_successes_ += 1;
-  }
+  if (InEpisode(ms)) episode_successes_ += 1;
+}
+
+bool CapacityEstimator::InEpisode(uint32_t ms) const {
+  if (refusal_ms_ == 0 || MsSince(refusal_ms_, ms) > RoundMs()) return false;
+  // A limiter's pause that ended since the latest refusal refilled it.
+  return !(pause_end_ms_ != 0 && MsSince(refusal_ms_, pause_end_ms_) > 0 &&
+           MsSince(pause_end_ms_, ms) >= 0);
 }
 
 // ---- Overload ----------------------------------------------------------
@@ -283,10 +302,11 @@ CapacityEstimator::FailureSignal CapacityEstimator::OnFailure(
   round_overload_ = true;
   if (f.limiter_wait.has_value()) signal.pause_until = now + *f.limiter_wait;
   const uint32_t ms = Ms32(now);
-  if (f.rate_limited && !Paused(ms)) {
+  if (f.rate_limited) {
     // Refusals a round apart or less are one episode of saturation (a
-    // limiter's pause ends one).
-    if (refusal_ms_ == 0 || MsSince(refusal_ms_, ms) > RoundMs()) {
+    // limiter's pause ends one: it refilled). Those that come back while
+    // the pause runs answer what went before it, and extend the episode.
+    if (!InEpisode(ms)) {
       episode_start_ms_ = std::max<uint32_t>(1, ms);
       episode_successes_ = 0;
     }
@@ -297,7 +317,7 @@ CapacityEstimator::FailureSignal CapacityEstimator::OnFailure(
     // This round's cut is made (or a limiter's pause and the round after
     // it run: answers to what was sent before it teach nothing new); the
     // saturated limiter measures itself, out of a pause.
-    if (f.rate_limited && !Paused(ms)) Remeasure(p, now);
+    if (f.rate_limited) Remeasure(p, now);
     return signal;
   }
   streak_start_ms_ = ms;
@@ -333,8 +353,13 @@ void CapacityEstimator::Remeasure(const DeferralParams& p, absl::Time now) {
   }
   // From its first refusal on the limiter had no burst left: what it let
   // through since is its rate (a share limiter: the fleet's share of it).
-  const double rate = episode_successes_ / (elapsed / 1e3);
-  SetPace(p, kCutShare * rate);
+  // Refused on both ends, it held under one token at each: the count is
+  // its rate over the span, give or take one success. The pace goes below
+  // both the goodput's share and the lower bound (a short span's count
+  // errs by more than 1 - kCutShare).
+  const double span_s = elapsed / 1e3;
+  const double rate = episode_successes_ / span_s;
+  SetPace(p, std::min(kCutShare * rate, (episode_successes_ - 1) / span_s));
   threshold_ = static_cast<float>(rate);
 }
 
@@ -375,13 +400,12 @@ void CapacityEstimator::Obey(const DeferralParams& p, absl::Time now,
   const uint32_t wait_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(wait));
   pause_end_ms_ = std::max<uint32_t>(1, ms + wait_ms);
-  // The pause ends the episode of refusals: after it, the limiter starts
-  // afresh.
-  episode_start_ms_ = 0;
-  refusal_ms_ = 0;
-  episode_successes_ = 0;
-  hold_until_ms_ = ms + wait_ms +
-                   static_cast<uint32_t>(absl::ToInt64Milliseconds(kLimiterHold));
+  // Probing upward gains at most 1 - kCutShare of the rate, and a word
+  // costs its whole wait: no probing before it could pay for one.
+  const uint32_t hold_ms = static_cast<uint32_t>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(kMaxLimiterHold),
+      std::llround(wait_ms / (1 - kCutShare))));
+  hold_until_ms_ = ms + wait_ms + hold_ms;
 }
 
 // ---- The gate ------------------------------------------------------------

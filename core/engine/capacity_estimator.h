@@ -21,16 +21,19 @@
 //     saw no overload, and whose successes kept up with the round before's
 //     admissions (kDeliveredShare), the pace grows: per unit of time, only
 //     while used. Below kCutShare of the capacity measured (none yet:
-//     always) it doubles (kSlowStartGrowth), up to that share, or grows
-//     faster while that risks little: never by more than could cost
+//     always) it doubles (kSlowStartGrowth), but grows by no more than
+//     the round delivered (TCP's one per ACK: the answers lag a round
+//     trip), up to that share, or grows faster while that risks little: never by more than could cost
 //     kGrowthRisk of the deliveries still waiting in over-capacity answers,
 //     should the capacity lie just above the pace (the backlog bounds how
 //     bold a step may be; it never sets the pace). From there it probes
 //     upward along CUBIC's curve: back at the capacity 1 s after the cut,
 //     flat around it (+1% in 1.6 s), then faster (+25% 2.7 s after the
 //     cut).
-//     Probing past kStaleCapacity x the capacity without an overload
-//     forgets it (the endpoint grew): slow start again.
+//     Probing past kStaleCapacity x the capacity without an overload,
+//     while the endpoint served past it too (goodput over about
+//     kRateTau), forgets it (the endpoint grew): slow start again. A pace
+//     that the demand did not fill proves nothing.
 //   - A queue: successes below kQueueShare of the round before's
 //     admissions (the answers are slowing down: the endpoint queues) cut
 //     the pace below that goodput, before it refuses anything (BBR's
@@ -48,14 +51,23 @@
 //     below it, so the limiter refills (halved instead while fewer than
 //     kMinAnswers successes back the measurement, but not below kCutShare
 //     of the recent goodput).
+//   - An episode of refusals: RATE_LIMITED overloads a round apart or
+//     less, until a limiter's pause ends (it refilled). Refused at both
+//     ends, the limiter held under one token at each, so the successes
+//     between are its rate, give or take one. Once kMinAnswers back it,
+//     the pace goes to the lower of kCutShare of that rate and its lower
+//     bound (count - 1 over the span).
 //   - A limiter's word: an overload answered with a Retry-After or a
 //     RateLimit-Reset of d sets the pace directly: no release before
 //     now + d (FailureSignal::pause_until, for the release queue), the cut
 //     as above, but never above kCutShare of what it served over about
 //     kRateTau, pauses included (a round's goodput can hold the burst a
-//     pause refilled); and no probing upward for kLimiterHold:
-//     each word costs a pause. The pause and the round after it make no
-//     further cut: their refusals answer what was sent before the word.
+//     pause refilled), until the episode measures it. The refusals that come back while the pause runs
+//     answer what went before it, so they make no further cut; they extend
+//     the episode of refusals, whose count measures the limiter (below).
+//     No probing upward for d / (1 - kCutShare) (at most kMaxLimiterHold):
+//     probing gains at most 1 - kCutShare of the rate, and each word costs
+//     its whole wait.
 //   - deferral.release_rate_per_second, if set, caps the pace.
 // The round trip comes from the breaker's probes (SampleRtt); kDefaultRtt
 // until then.
@@ -134,8 +146,9 @@ class CapacityEstimator {
   static constexpr double kDownAfterRtts = 2;
   static constexpr absl::Duration kServingWindow = absl::Milliseconds(250);
   static constexpr absl::Duration kMinRound = absl::Milliseconds(100);
-  // After a limiter's word the pace does not probe upward for this long.
-  static constexpr absl::Duration kLimiterHold = absl::Seconds(5);
+  // After a limiter's word of d the pace does not probe upward for
+  // d / (1 - kCutShare) (20 d), at most this long.
+  static constexpr absl::Duration kMaxLimiterHold = absl::Minutes(10);
   static constexpr absl::Duration kDefaultRtt = absl::Milliseconds(250);
   static constexpr absl::Duration kMinRtt = absl::Milliseconds(10);
   static constexpr absl::Duration kMaxRtt = absl::Seconds(60);
@@ -225,21 +238,27 @@ class CapacityEstimator {
   // Ends the rounds that are over by `now`: the pace grows after a busy
   // round without overload.
   void Advance(const DeferralParams& p, absl::Time now);
-  void Grow(const DeferralParams& p, double span_s, uint32_t now_ms);
+  // `delivered`: the round's successes per second.
+  void Grow(const DeferralParams& p, double span_s, double delivered,
+            absl::Time now);
   // Probing: how far above the capacity (a share of it, < 0 below) the
   // pace lies span_s of probing after lying `above` it.
   static double ProbeStep(double above, double span_s);
   bool Serving(absl::Time now) const;
   // A limiter's pause runs (its word named a later instant).
   bool Paused(uint32_t now_ms) const;
+  // An episode of refusals runs: the latest a round ago at most, and no
+  // limiter's pause ended since.
+  bool InEpisode(uint32_t now_ms) const;
   bool Overloaded(const Failure& f, absl::Time now) const;
   // Successes/s of the last completed round, or of this one once half over.
   double RoundGoodput(absl::Time now) const;
   void Cut(const DeferralParams& p, absl::Time now);
   // A queue builds: the pace below the goodput, as a cut (once a round).
   void Drain(const DeferralParams& p, absl::Time now, double goodput);
-  // Within a cut round: the pace from the goodput since the episode's first
-  // refusal (the limiter had no burst left from then on).
+  // Within a cut round, a pause included: the pace from the goodput since
+  // the episode's first refusal (the limiter had no burst left from then
+  // on).
   void Remeasure(const DeferralParams& p, absl::Time now);
   // The limiter's word: pace and capacity from what it let through.
   void Obey(const DeferralParams& p, absl::Time now, absl::Duration wait);

@@ -7,6 +7,8 @@
 // (the default round trip, until a probe measures one).
 #include "core/engine/capacity_estimator.h"
 
+#include <algorithm>
+
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -109,10 +111,29 @@ TEST(CapacityEstimatorTest, ARoundSentAtThePaceDoublesIt) {
   c.OnAdmitted(p, At(1.25));
   EXPECT_DOUBLE_EQ(c.Pace(p), 20);
   EXPECT_EQ(c.source(), Source::kGrowth);
-  // [1.25, 1.5): 5 at 20/s: x2 again.
-  Sent(c, p, 4, 1.26, 0.24, 0.01);
+  // [1.25, 1.5): 5 at 20/s, all answered within it: x2 again.
+  Sent(c, p, 5, 1.25, 0.24, 0.01);
   c.OnAdmitted(p, At(1.5));
   EXPECT_DOUBLE_EQ(c.Pace(p), 40);
+}
+
+TEST(CapacityEstimatorTest, SlowStartGrowsByWhatTheRoundDelivered) {
+  // Answers take a round trip: a round's successes answer the round
+  // before's admissions. Doubling a pace already doubled before they came
+  // would send 4x what the endpoint was seen to take. So the pace grows
+  // by the round's delivered rate at most, as TCP's window grows by one
+  // per ACK.
+  const DeferralParams p;
+  CapacityEstimator c = Released(p);
+  Sent(c, p, 3, 1.0, 0.25, 0.01);
+  c.OnAdmitted(p, At(1.25));
+  ASSERT_DOUBLE_EQ(c.Pace(p), 20);
+  // [1.25, 1.5): 5 sent at 20/s; the 3 successes in it answer the round
+  // before (12/s delivered): 20 + 12 = 32, not 40.
+  for (int i = 0; i < 5; ++i) c.OnAdmitted(p, At(1.26 + 0.048 * i));
+  for (int i = 0; i < 3; ++i) c.OnSuccess(p, At(1.3 + 0.05 * i));
+  c.OnAdmitted(p, At(1.5));
+  EXPECT_NEAR(c.Pace(p), 32, 1e-3);
 }
 
 TEST(CapacityEstimatorTest, ARoundTheFleetDidNotFillLeavesThePace) {
@@ -137,8 +158,9 @@ TEST(CapacityEstimatorTest, ADeepBacklogLetsTheFirstRoundsGrowFasterAtSmallRisk)
   c.OnAdmitted(p, At(1.25));
   EXPECT_NEAR(c.Pace(p), 10 * (1 + 100 / (10 * 0.25)), 1);
   // At 410/s the same risk allows less than x2: slow start's x2 from here.
+  // (All 103 answered within the round: it delivered 412/s.)
   const double pace = c.Pace(p);
-  Sent(c, p, 103, 1.26, 0.24, 0.01);
+  Sent(c, p, 103, 1.25, 0.24, 0.001);
   c.OnAdmitted(p, At(1.5));
   EXPECT_NEAR(c.Pace(p), 2 * pace, 1);
 }
@@ -230,16 +252,19 @@ TEST_F(OverloadTest, AboveTheCutThePaceProbesAlongCubicsCurve) {
   EXPECT_NEAR(probe_until(1.25), curve(1.25), 0.01);  // 100.1%
   EXPECT_NEAR(probe_until(2.25), curve(2.25), 0.01);  // 110%
   EXPECT_DOUBLE_EQ(c_.threshold(), capacity);
-  // Past +25% (t = 2.7) with no overload the capacity is forgotten: it
-  // grew. Slow start again.
+  // Past +25% (t = 2.7) with no overload, the capacity stays until the
+  // endpoint has served past +25% too (its goodput over about kRateTau
+  // lags the pace). Then it is forgotten: it grew. Slow start again.
   probe_until(2.75);
+  EXPECT_DOUBLE_EQ(c_.threshold(), capacity);
+  probe_until(3.5);
   EXPECT_EQ(c_.threshold(), 0);
 }
 
 TEST_F(OverloadTest, ALimitersWordPausesTheReleaseAndHoldsThePace) {
   // A 429 with Retry-After: 2 (or RateLimit-Reset: 2): nothing goes before
   // then, the pace is set as for a cut, and it does not probe upward for
-  // kLimiterHold: each word costs a pause.
+  // 2 s / (1 - kCutShare) = 40 s: each word costs a pause.
   Failure word = kRefused;
   word.limiter_wait = absl::Seconds(2);
   const CapacityEstimator::FailureSignal f = c_.OnFailure(p_, At(1.25), word);
@@ -267,6 +292,102 @@ TEST_F(OverloadTest, ALimitersWordCutsToWhatItServedPausesIncluded) {
   EXPECT_NEAR(c_.Pace(p_),
               CapacityEstimator::kCutShare * c_.Goodput(At(2.501)), 1e-3);
   EXPECT_LT(c_.Pace(p_), 200 * CapacityEstimator::kCutShare);
+}
+
+TEST_F(OverloadTest, AWordsHoldEndsOnceProbingCouldPayForAnotherWord) {
+  // "Retry-After: 1" at 1.25: the pause ends at 2.25. Probing gains at
+  // most 5% of the rate; another word would cost a whole second of it. So
+  // the pace holds for 1 s / 0.05 = 20 s after the pause, then probes.
+  Failure word = kRefused;
+  word.limiter_wait = absl::Seconds(1);
+  ASSERT_TRUE(c_.OnFailure(p_, At(1.25), word).cut);
+  const double pace = c_.Pace(p_);
+  auto rounds_from = [&](double from, int n) {
+    for (int r = 0; r < n; ++r) {
+      const double t = from + 0.25 * r;
+      Sent(c_, p_, static_cast<int>(c_.Pace(p_) / 4) + 1, t, 0.25, 0.001);
+    }
+  };
+  rounds_from(2.25, 79);  // up to 22 s: still held
+  c_.OnAdmitted(p_, At(22.2));
+  EXPECT_DOUBLE_EQ(c_.Pace(p_), pace);
+  rounds_from(22.25, 4);  // from 22.25 on it probes
+  c_.OnAdmitted(p_, At(23.25));
+  EXPECT_GT(c_.Pace(p_), pace);
+}
+
+TEST(CapacityEstimatorTest, RefusalsThatComeBackInALimitersPauseMeasureIt) {
+  // A release at 400/s into a limiter of 200/s, answers in 50 ms. Its
+  // first 429 says "Retry-After: 1" at 2.0: the pause runs to 3.0. The
+  // round's goodput (its burst included) and the recent average (the
+  // ramp included) say little about the rate. But the attempts sent in
+  // the 50 ms before the word keep coming back: refused at 2.0 and 2.05,
+  // the limiter held under one token at each, and between them it let 10
+  // through: 200/s, give or take one success. The pace goes to the lower
+  // bound, 9 / 0.05 s = 180/s, below 95% of 200.
+  DeferralParams p;
+  CapacityEstimator c;
+  c.SampleRtt(absl::Milliseconds(50));
+  c.OnGateClosed(At(0), /*served=*/0);
+  c.OnGateOpened(p, At(1), 0);
+  c.OnSuccess(p, At(1));
+  Sent(c, p, 400, 1.0, 1.0, 0.001);  // the ramp: 400/s, all pass
+  Failure word = kRefused;
+  word.limiter_wait = absl::Seconds(1);
+  ASSERT_TRUE(c.OnFailure(p, At(2.0), word).cut);
+  EXPECT_EQ(c.source(), Source::kLimiter);
+  for (int i = 0; i < 10; ++i) {
+    c.OnSuccess(p, At(2.0025 + 0.005 * i));
+    const CapacityEstimator::FailureSignal f =
+        c.OnFailure(p, At(2.004 + 0.005 * i), word);
+    EXPECT_TRUE(f.overload);
+    EXPECT_FALSE(f.cut);  // answers to what went before the word
+  }
+  EXPECT_NEAR(c.threshold(), 10 / 0.049, 1);
+  EXPECT_NEAR(c.Pace(p), 9 / 0.049, 1);
+}
+
+TEST(CapacityEstimatorTest, ALimitersPauseEndsItsEpisodeOfRefusals) {
+  // Answers take 2 s, so a round lasts 2 s. A word of 1 s at 2.0; one more
+  // refusal comes back in the pause (2.5). The pause ends at 3.0: the
+  // limiter has refilled, and the 30 successes then are its burst. A
+  // refusal at 3.2 starts a new episode: the burst does not count as the
+  // rate, and the pace stays.
+  DeferralParams p;
+  CapacityEstimator c;
+  c.SampleRtt(absl::Seconds(2));
+  c.OnGateClosed(At(0), /*served=*/0);
+  c.OnGateOpened(p, At(1), 0);
+  c.OnSuccess(p, At(1));
+  Sent(c, p, 200, 1.0, 1.0, 0.001);
+  Failure word = kRefused;
+  word.limiter_wait = absl::Seconds(1);
+  ASSERT_TRUE(c.OnFailure(p, At(2.0), word).cut);
+  EXPECT_TRUE(c.OnFailure(p, At(2.5), word).overload);
+  const double pace = c.Pace(p);
+  for (int i = 0; i < 30; ++i) c.OnSuccess(p, At(3.0 + 0.005 * i));
+  const CapacityEstimator::FailureSignal f = c.OnFailure(p, At(3.2), word);
+  EXPECT_TRUE(f.overload);
+  EXPECT_FALSE(f.cut);  // the round after the pause
+  EXPECT_DOUBLE_EQ(c.Pace(p), pace);
+}
+
+TEST_F(OverloadTest, APaceTheDemandDidNotFillForgetsNoCapacity) {
+  // Cut at 200/s. Then the fleet is sent at 76% of the pace (enough to
+  // count as busy), all succeeding, but no faster than 200/s: the demand,
+  // not the endpoint, bounds it. The pace probes past 125% of the
+  // capacity, yet the endpoint never served past it: the capacity stays
+  // (a gate that closes keeps it, and the next release does not slow
+  // start into the limiter).
+  ASSERT_TRUE(c_.OnFailure(p_, At(1.25), kRefused).cut);
+  const double capacity = c_.threshold();
+  for (int r = 0; r < 20; ++r) {
+    const int n = std::min(50, static_cast<int>(0.76 * c_.Pace(p_) / 4) + 1);
+    Sent(c_, p_, n, 1.5 + 0.25 * r, 0.25, 0.001);
+  }
+  c_.OnAdmitted(p_, At(6.5));
+  ASSERT_GT(c_.Pace(p_), CapacityEstimator::kStaleCapacity * capacity);
+  EXPECT_DOUBLE_EQ(c_.threshold(), capacity);
 }
 
 TEST_F(OverloadTest, ALimitersPauseAndTheRoundAfterItMakeNoFurtherCut) {

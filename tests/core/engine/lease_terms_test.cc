@@ -277,17 +277,19 @@ TEST(LateCountsShareTest, CountsCreateEndpointsOnlyUpToTheirShare) {
 }
 
 // LastEvidence: what lets a backoff waiter go (decision.h), read without
-// changing anything: the last success, or a Retry-After window's end once
-// it has passed; InfinitePast for a key never seen.
-TEST_F(LeaseTermsTest, LastEvidenceIsTheLastSuccessOrAPassedWindowsEnd) {
+// changing anything: a recovery (a release opened), or a Retry-After
+// window's end once it has passed; a plain success is not one (docs/API.md,
+// "Learned release pace"); InfinitePast for a key never seen.
+TEST_F(LeaseTermsTest, LastEvidenceIsARecoveryOrAPassedWindowsEnd) {
   EXPECT_EQ(engine_->LastEvidence(kEp), absl::InfinitePast());
   Report(1, Outcome::kSuccess);
-  const absl::Time success = clock_.Now();
-  EXPECT_EQ(engine_->LastEvidence(kEp), success);
+  EXPECT_EQ(engine_->LastEvidence(kEp), absl::InfinitePast())
+      << "a success on an endpoint that never went down";
   clock_.Advance(absl::Seconds(1));
   Report(1, Outcome::kRateLimited, kNoAdmission, absl::Seconds(5));
   const absl::Time window_end = clock_.Now() + absl::Seconds(5);
-  EXPECT_EQ(engine_->LastEvidence(kEp), success) << "the window has not ended";
+  EXPECT_EQ(engine_->LastEvidence(kEp), absl::InfinitePast())
+      << "the window has not ended";
   clock_.Set(window_end + absl::Seconds(1));
   EXPECT_EQ(engine_->LastEvidence(kEp), window_end);
   // Late counts are never evidence.
