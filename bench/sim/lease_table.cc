@@ -99,18 +99,19 @@ std::string FormatTtlTableMarkdown(const std::vector<TtlRow>& rows,
   const LeaseModel& m = s.leases;
   const absl::Duration grace = DeafBound(s) - s.leases.ttl;
   absl::StrAppend(
-      &out, "\n", Thousands(s.subscriptions), " deliveries, ",
-      Thousands(s.arrival_rate), " created per second from t=0; ",
-      DescribeEndpoints(s), "; the coordinated row only, ",
+      &out, "\nThe scenario: ", Thousands(s.subscriptions), " deliveries, ",
+      Thousands(s.arrival_rate), " created per second from t=0. The "
+      "endpoints: ", DescribeEndpoints(s), ". The coordinated row only, ",
       s.waiting_admission ? "with waiting admission, " : "", m.agents,
       " agents with leases (flush every ",
       absl::FormatDuration(m.flush_interval), ", ",
       absl::FormatDuration(m.push_latency),
-      " one way), the TTL of the row; seed ", seed,
+      " one way), the TTL of the row. Seed ", seed,
       ". The deaf agent's lease stream goes quiet at the set change that "
-      "takes the endpoint out of clear, so it neither applies nor "
-      "acknowledges it: the replica holds the endpoint's half-open probes "
-      "until the lease it last renewed for that agent has ended. Grace: ",
+      "takes the endpoint out of clear. So it neither applies nor "
+      "acknowledges that change. The replica holds the endpoint's half-open "
+      "probes until the lease it last renewed for that agent has ended. "
+      "Grace: ",
       Time2(absl::ToDoubleSeconds(grace)),
       " (the set's coalescing, one way, the largest initial jitter's send "
       "bound, and the held calls' next look after the deferral spread).\n");

@@ -647,18 +647,18 @@ std::string BarCell(const AggregatedBar::Worst& w, bool time, int seeds) {
 
 // What the bar table's columns hold, printed under it.
 constexpr char kBarLegend[] =
-    "\nThe bar (coordinated row, engine defaults): delivered >= best "
-    "independent row - 0.1%; wasted <= full jitter's / 10; 99% delivered "
-    "<= 1.1 x best jittered independent row + 1 s (no limit if no "
-    "jittered row gets there); in shared-pool scenarios the same for the "
-    "always-up endpoints' deliveries (from t=0); nothing given up where "
-    "the fleet can be delivered before the horizon. Where an endpoint "
-    "that goes down has a limited capacity after it: over-capacity "
-    "answers (429 or 503 from its limiter while up) <= 5% of the "
-    "deliveries (10% if the limiter is shared with traffic the fleet "
-    "cannot see), and where the backlog can finish, 100% delivered after "
-    "the recovery (or the end of the last Retry-After window) <= 1.5 x "
-    "limit + 1 s and 99% <= 1.2 x limit + 0.5 s. Elsewhere the 99% "
+    "\nThe bar holds the coordinated row, on engine defaults, to these. "
+    "Delivered >= best independent row - 0.1%. Wasted <= full jitter's / "
+    "10. 99% delivered <= 1.1 x best jittered independent row + 1 s (no "
+    "limit if no jittered row gets there). In shared-pool scenarios the "
+    "same holds for the always-up endpoints' deliveries (from t=0). Nothing "
+    "is given up where the fleet can be delivered before the horizon. Some "
+    "endpoints have a limited capacity after their outage. For those, "
+    "over-capacity answers (429 or 503 from the limiter while up) are <= 5% "
+    "of the deliveries, or 10% if the limiter is shared with traffic the "
+    "fleet cannot see. Where their backlog can finish, 100% are delivered "
+    "after the recovery (or the last Retry-After window's end) within 1.5 x "
+    "limit + 1 s. And 99% are within 1.2 x limit + 0.5 s. Elsewhere the 99% "
     "limit target is reported apart from the bar. \"-\" in the limit "
     "columns: no limit (the backlog cannot finish before the horizon, or "
     "deliveries keep arriving after the recovery). Messages/delivery: the "
@@ -704,10 +704,9 @@ std::string FormatBarMarkdown(const std::vector<AggregatedBar>& bars) {
       seeds > 1 ? absl::StrCat(" on every one of ", seeds, " seeds")
                 : std::string();
   absl::StrAppend(&out, "\n**", met, " of ", bars.size(),
-                  " scenarios meet the whole bar", every, "; ", met_limit,
-                  " of the ", applies,
-                  " whose backlog can finish meet the limit target", every,
-                  ".**\n");
+                  " scenarios meet the whole bar", every, ".** Of the ",
+                  applies, " whose backlog can finish, ", met_limit,
+                  " meet the limit target", every, ".\n");
   return out;
 }
 

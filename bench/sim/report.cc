@@ -296,18 +296,21 @@ std::string MarkdownTable(const Scenario& s,
 std::string MarkdownLegend(const Scenario& s,
                            const std::vector<PolicyResult>& results) {
   std::string out = absl::StrCat(
-      "\n", Thousands(s.subscriptions),
-      " deliveries created at t=0; ", DescribeEndpoints(s), "; ",
-      DescribeWorkers(s), "; base ", Seconds(s.base), ", cap ", Seconds(s.cap), ", at most ",
-      s.max_attempts, " attempts, usefulness horizon ",
+      "\nThe scenario: ", Thousands(s.subscriptions),
+      " deliveries created at t=0. The endpoints: ", DescribeEndpoints(s),
+      ". Workers: ", DescribeWorkers(s), ". Backoff: base ", Seconds(s.base),
+      ", cap ", Seconds(s.cap), ", at most ", s.max_attempts,
+      " attempts, usefulness horizon ",
       s.horizon > absl::ZeroDuration() ? Seconds(s.horizon)
                                        : std::string("none"),
-      "; every answer takes ", Seconds(s.response_time), "; ", s.workers,
-      " worker processes (one retry budget each in the budget row); the "
-      "coordinated row with ", DescribeFleet(s), "; seed ", s.seed, ". Rates are attempts per ", Seconds(s.bucket),
+      ". Every answer takes ", Seconds(s.response_time), ". There are ",
+      s.workers,
+      " worker processes (one retry budget each in the budget row). The "
+      "coordinated row runs with ", DescribeFleet(s), ". Seed ", s.seed,
+      ". Rates are attempts per ", Seconds(s.bucket),
       " bucket. The outage peak is taken after the ", Seconds(OpeningWave(s)),
-      " opening wave, in which every row sends its first attempts and the "
-      "retries whose intervals are shorter than a bucket (opening-wave "
+      " opening wave. In it every row sends its first attempts, and the "
+      "retries whose intervals are shorter than a bucket. Opening-wave "
       "peaks:");
   for (size_t i = 0; i < results.size(); ++i) {
     absl::StrAppend(&out, i == 0 ? " " : ", ", PolicyKey(results[i].policy),
@@ -319,8 +322,8 @@ std::string MarkdownLegend(const Scenario& s,
   }
   absl::StrAppend(
       &out,
-      "). Wasted = retries sent while the endpoint could not answer them; "
-      "on top of those, every row sends up to ",
+      ". Wasted = retries sent while the endpoint could not answer them. "
+      "On top of those, every row sends up to ",
       Thousands(static_cast<double>(firsts)),
       " first attempts into the outage",
       s.concurrency == 0 ? " before any answer can come back" : "", ".\n");

@@ -479,8 +479,8 @@ TEST(BarTest, SeedsAggregateToTheWorstCasePerCriterion) {
   EXPECT_EQ(a[0].messages_per_delivery, 3);  // the most on any seed
   EXPECT_THAT(FormatBarMarkdown(a),
               HasSubstr("**0 of 1 scenarios meet the whole bar on every one "
-                        "of 3 seeds; 0 of the 1 whose backlog can finish "
-                        "meet the limit target on every one of 3 seeds.**"));
+                        "of 3 seeds.** Of the 1 whose backlog can finish, 0 "
+                        "meet the limit target on every one of 3 seeds."));
 }
 
 }  // namespace
