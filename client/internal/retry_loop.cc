@@ -59,10 +59,15 @@ class RetryLoop::Delivery {
     }
     // The attempt the next send would be: after a failure Report, the one
     // the decision names (the same one when the failure used up none).
+    // Only a run that goes on takes it as its next attempt; an end keeps
+    // the count of attempts made. The local fallback is held to the
+    // contract's subset, which always counts the attempt
+    // (docs/CLIENT_CONTRACT.md).
+    const bool named = d_->attempt > 0 &&
+                       d_->source == DecisionSource::kCoordinator;
     const int upcoming = call_ == Call::kAdmit ? attempt_
-                         : d_->attempt > 0     ? d_->attempt
+                         : named               ? d_->attempt
                                                : attempt_ + 1;
-    r_.next_attempt = upcoming;
     switch (d_->verdict) {
       case engine::Verdict::kGiveUp:
         return End(LoopEnd::kGaveUp);
@@ -71,10 +76,12 @@ class RetryLoop::Delivery {
                    absl::InternalError("coordinator answered DONE to a call "
                                        "that was not a success report"));
       case engine::Verdict::kDefer:
+        r_.next_attempt = upcoming;
         return Park(upcoming);
       case engine::Verdict::kProceed:
         break;
     }
+    r_.next_attempt = upcoming;
     parked_since_ = absl::InfiniteFuture();  // a PROCEED ends a stretch
     if (call_ == Call::kReport) return Backoff(upcoming);
     return Proceed(send);
