@@ -26,10 +26,6 @@
 //
 // Runs until SIGINT/SIGTERM (exit 0); exit 2 for bad flags.
 #include <algorithm>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <deque>
@@ -59,6 +55,7 @@
 #include "client/watch.h"
 #include "core/cli/blocked_signals.h"
 #include "core/cli/usage.h"
+#include "examples/cpp/http_post.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "the coordinator's replicas (a worker's target): watched, and "
@@ -81,110 +78,13 @@ ABSL_FLAG(std::string, tls_server_name, "",
 namespace {
 
 namespace sc = stagger::client;
+using stagger::examples::HttpUrl;
+using stagger::examples::JsonString;
+using stagger::examples::ParseHttpUrl;
 
 void Line(const std::string& s) {
   std::printf("%s\n", s.c_str());
   std::fflush(stdout);
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// ---- HTTP: one POST per attempt, Connection: close ------------------------
-
-struct HttpUrl {
-  std::string host, port, path;
-};
-
-absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
-  if (!absl::ConsumePrefix(&url, "http://")) {
-    return absl::InvalidArgumentError("--url: expected http://host:port/path");
-  }
-  const size_t slash = url.find('/');
-  const absl::string_view authority = url.substr(0, slash);
-  HttpUrl u;
-  u.path = slash == absl::string_view::npos ? "/" : std::string(url.substr(slash));
-  const size_t colon = authority.rfind(':');
-  u.host = std::string(authority.substr(0, colon));
-  u.port = colon == absl::string_view::npos
-               ? "80"
-               : std::string(authority.substr(colon + 1));
-  if (u.host.empty()) return absl::InvalidArgumentError("--url: no host");
-  return u;
-}
-
-struct HttpAnswer {
-  int status = 0;  // 0: no answer (connect error, reset, timeout)
-  std::string retry_after;
-};
-
-HttpAnswer Post(const HttpUrl& url, const std::string& body,
-                absl::Duration timeout) {
-  HttpAnswer a;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* addrs = nullptr;
-  if (getaddrinfo(url.host.c_str(), url.port.c_str(), &hints, &addrs) != 0) {
-    return a;
-  }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(addrs, freeaddrinfo);
-  const int fd = socket(addrs->ai_family, addrs->ai_socktype, 0);
-  if (fd < 0) return a;
-  const timeval tv = absl::ToTimeval(timeout);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  const std::string request = absl::StrCat(
-      "POST ", url.path, " HTTP/1.1\r\nHost: ", url.host, ":", url.port,
-      "\r\nContent-Type: application/cloudevents+json\r\nContent-Length: ",
-      body.size(), "\r\nConnection: close\r\n\r\n", body);
-  std::string raw;
-  bool sent = connect(fd, addrs->ai_addr, addrs->ai_addrlen) == 0;
-  for (size_t off = 0; sent && off < request.size();) {
-    const ssize_t n = send(fd, request.data() + off, request.size() - off,
-                           MSG_NOSIGNAL);
-    if (n <= 0) sent = false;
-    else off += static_cast<size_t>(n);
-  }
-  char buf[4096];
-  while (sent) {
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0 || raw.size() > (1 << 20)) break;
-    raw.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  const std::string head = raw.substr(0, raw.find("\r\n\r\n"));
-  const std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
-  const std::vector<absl::string_view> status =
-      absl::StrSplit(lines[0], absl::MaxSplits(' ', 2));
-  if (status.size() < 2 || !absl::StartsWith(status[0], "HTTP/1.") ||
-      !absl::SimpleAtoi(status[1], &a.status)) {
-    a.status = 0;
-    return a;
-  }
-  for (size_t i = 1; i < lines.size(); ++i) {
-    std::pair<absl::string_view, absl::string_view> kv =
-        absl::StrSplit(lines[i], absl::MaxSplits(':', 1));
-    if (absl::EqualsIgnoreCase(kv.first, "retry-after")) {
-      a.retry_after = std::string(kv.second);
-    }
-  }
-  return a;
 }
 
 // ---- CloudEvents ----------------------------------------------------------
@@ -249,7 +149,9 @@ class Sender {
     for (;;) {
       const sc::LoopResult r =
           loop.Resume(key_, next, first, [&](const sc::Attempt& at) -> sc::AttemptResult {
-            const HttpAnswer a = Post(url_, body, std::min(timeout_, at.timeout));
+            const stagger::examples::HttpResponse a = stagger::examples::Post(
+                url_, body, std::min(timeout_, at.timeout),
+                "application/cloudevents+json");
             return {sc::OutcomeFromHttpStatus(a.status),
                     sc::ParseRetryAfter(a.retry_after, absl::Now())};
           });
