@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -311,6 +312,9 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
       flags.state_file, &engine, (*metrics)->metrics());
   daemon::HookStatusPage(status_page, (*metrics)->metrics());
   watch.Start();
+  // The refresher's thread calls the lease set, which `services` owns: it
+  // stops first, on every return below.
+  absl::Cleanup stop_refresher = [&watch] { watch.StopRefresher(); };
   std::vector<grpc::Service*> served = services.services();
   served.push_back(watch.service());  // stagger.v1.EndpointWatch
   const std::string address = absl::GetFlag(FLAGS_address);

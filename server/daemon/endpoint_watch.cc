@@ -44,6 +44,8 @@ void EndpointWatch::Start() {
   refresher_.Start();
 }
 
+void EndpointWatch::StopRefresher() { refresher_.Stop(); }
+
 void EndpointWatch::Shutdown() {
   if (service_ != nullptr) service_->Shutdown();
 }

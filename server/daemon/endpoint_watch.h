@@ -14,9 +14,13 @@
 //                     the lease set, until Start) and its pause listener.
 //   HookMetrics       once the metrics exist, before Start.
 //   Start             the refresher's thread and the service.
+//   StopRefresher     before any sink added through fan_out() or
+//                     pause_fan_out() is destroyed: the refresher's thread
+//                     calls every sink. Idempotent.
 //   service()         for the gRPC port; Shutdown() before the port closes
 //                     (every stream ends UNAVAILABLE).
-// The destructor stops the refresher. `engine` (and the metrics) outlive
+// The destructor stops the refresher too, which is too late for sinks that
+// die before the watch. `engine` (and the metrics) outlive
 // it; it outlives the gRPC server.
 #ifndef STAGGER_SERVER_DAEMON_ENDPOINT_WATCH_H_
 #define STAGGER_SERVER_DAEMON_ENDPOINT_WATCH_H_
@@ -50,6 +54,7 @@ class EndpointWatch {
 
   void HookMetrics(metrics::ServerMetrics* metrics);
   void Start();
+  void StopRefresher();
   service::WatchService* service() { return service_.get(); }
   void Shutdown();
 

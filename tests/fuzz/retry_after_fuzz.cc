@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)stagger::client::OutcomeFromHttpStatus(in.Take<int32_t>());
   switch (mode) {
     case 0: {
-      const absl::string_view header = in.Rest(in.left());
+      const std::string header = in.Rest(in.left());
       CheckRaw(header, now);
       CheckRateLimitReset(header);
       return 0;
