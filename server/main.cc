@@ -52,6 +52,7 @@
 #include "core/engine/clock.h"
 #include "core/engine/engine.h"
 #include "core/engine/random.h"
+#include "core/lease/replica_clock.h"
 #include "server/security/security_setup.h"
 #include "server/service/admin_service.h"
 #include "server/service/coordinator_service.h"
@@ -283,6 +284,14 @@ std::function<void(lease::ReplicaSync&)> FedByTheWatch(
   };
 }
 
+// What the gRPC port serves: the decisions' services and the watch.
+std::vector<grpc::Service*> Served(daemon::DecisionServices& services,
+                                   daemon::EndpointWatch& watch) {
+  std::vector<grpc::Service*> served = services.services();
+  served.push_back(watch.service());  // stagger.v1.EndpointWatch
+  return served;
+}
+
 // From the metrics to the drain; returns the exit code. `status_page` (null
 // when off) outlives the metrics, which count decisions into its chart.
 int Serve(const CheckedFlags& flags, engine::Engine& engine,
@@ -312,11 +321,9 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
       flags.state_file, &engine, (*metrics)->metrics());
   daemon::HookStatusPage(status_page, (*metrics)->metrics());
   watch.Start();
-  // The refresher's thread calls the lease set, which `services` owns: it
-  // stops first, on every return below.
+  // The refresher calls the lease set (in `services`): it stops first.
   absl::Cleanup stop_refresher = [&watch] { watch.StopRefresher(); };
-  std::vector<grpc::Service*> served = services.services();
-  served.push_back(watch.service());  // stagger.v1.EndpointWatch
+  const std::vector<grpc::Service*> served = Served(services, watch);
   const std::string address = absl::GetFlag(FLAGS_address);
   auto servers = daemon::StartServers(
       {address, absl::GetFlag(FLAGS_health_address), flags.limits,
@@ -336,7 +343,6 @@ int Serve(const CheckedFlags& flags, engine::Engine& engine,
   daemon::EvictionLoop eviction(&engine);
   eviction.Start();
   LogReady(address, *servers, **port_security, **metrics);
-
   daemon::WaitForShutdownSignal(reloader->get());
   daemon::Drain(*servers, flags.drain,
                 {/*before_close=*/[&] { services.BeforeClose(); watch.Shutdown(); },
@@ -364,7 +370,11 @@ int Run() {
   if (!flags.ok()) {
     return Fail(daemon::kExitBadConfig, "refusing to start: ", flags.status());
   }
-  engine::Engine engine(flags->startup.config, engine::RealClock::Instance(),
+  // Wall time that never steps while staggerd runs (lease/replica_clock.h);
+  // everything beside the engine reads the engine's clock.
+  const std::unique_ptr<engine::Clock> clock = lease::ReplicaEngineClock(
+      engine::RealClock::Instance(), engine::MonotonicClock::Instance());
+  engine::Engine engine(flags->startup.config, clock.get(),
                         engine::PerThreadRandom::Instance());
   // Before anything changes the engine: its changes and pauses feed the
   // watch's log from the first one (the state file's restored ones too).

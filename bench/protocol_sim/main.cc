@@ -16,11 +16,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/protocol_sim/planted_names.h"
 #include "bench/protocol_sim/run.h"
+#include "core/lease/planted.h"
 #include "core/cli/usage.h"
 
 ABSL_FLAG(int64_t, seeds, 10000, "Seeds to run, from --first_seed.");
@@ -37,7 +39,8 @@ ABSL_FLAG(bool, trace, false,
           "With --seed: print every worker step of the run.");
 ABSL_FLAG(std::string, planted, "",
           "Turn on a planted regression (core/lease/planted.h) by name: the "
-          "run must then fail. --planted=list prints them.");
+          "run must then fail. --planted=list prints them; --planted=table "
+          "prints the seed that catches each (docs/TESTING.md).");
 
 namespace stagger::protocol_sim {
 namespace {
@@ -83,6 +86,30 @@ int OneSeed(uint64_t seed, const std::string& only) {
   return 1;
 }
 
+// --planted=table: each planted regression, the first of CI's seeds that
+// catches it, and the invariant that does (docs/TESTING.md's table).
+int PlantedTable(int threads) {
+  std::cout << "| regression | caught at seed | by |\n| --- | --- | --- |\n";
+  int uncaught = 0;
+  for (const PlantedSwitch& s : PlantedSwitches()) {
+    lease::Planted() = {};
+    lease::Planted().*(s.field) = true;
+    const Totals t = RunSeeds(1, kCiSeeds, threads);
+    std::string seed = "not caught", by = "-";
+    if (t.first_failure.has_value()) {
+      const SeedResult r = RunSeed(*t.first_failure);
+      seed = absl::StrCat(*t.first_failure);
+      by = r.violation.has_value() ? r.violation->invariant : "?";
+    } else {
+      ++uncaught;
+    }
+    std::cout << "| `" << s.name << "`: " << s.hole << " | " << seed << " | "
+              << by << " |\n";
+  }
+  lease::Planted() = {};
+  return uncaught == 0 ? 0 : 1;
+}
+
 int Main(int argc, char** argv) {
   cli::InstallUsage("stagger-protocol-sim", "bench/protocol_sim");
   absl::ParseCommandLine(argc, argv);
@@ -93,6 +120,7 @@ int Main(int argc, char** argv) {
     }
     return 0;
   }
+  if (planted == "table") return PlantedTable(absl::GetFlag(FLAGS_threads));
   if (!planted.empty() && !TurnOn(planted)) {
     std::cerr << "--planted: no planted regression named \"" << planted
               << "\" (--planted=list)\n";

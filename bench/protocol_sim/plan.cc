@@ -186,6 +186,60 @@ void AddSlowThenStall(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   }
 }
 
+// A replica's wall clock steps back while late counts are on their way:
+// an agent's successes, held up on a slow link, reach the key's owner
+// after failures that came later in true time. Stamped on a clock that
+// steps back, those failures look older than the successes
+// (lease/replica_clock.h).
+void AddStepBackDuringLateCounts(Draw& d, Plan& p,
+                                 const wire::Rendezvous& owners) {
+  const int key = d.Int(0, p.keys - 1);
+  const int owner = static_cast<int>(owners.Owner(KeyName(key)));
+  const absl::Duration t0 =
+      d.Ms(3000, absl::ToInt64Milliseconds(p.traffic) - 5000);
+  Item slow;
+  slow.kind = ItemKind::kSlowLink;
+  slow.agent = d.Int(0, p.agents - 1);
+  slow.replica = owner;
+  slow.at = t0 - d.Ms(1500, 2500);
+  slow.length = d.Ms(3000, 5000);
+  slow.extra = d.Ms(800, 1600);
+  p.items.push_back(slow);
+  Item outage;
+  outage.kind = ItemKind::kOutage;
+  outage.key = key;
+  outage.at = t0;
+  outage.length = d.Ms(2000, 5000);
+  p.items.push_back(outage);
+  Item step;
+  step.kind = ItemKind::kClockStep;
+  step.agent = -1 - owner;
+  step.at = t0 + d.Ms(0, 300);
+  step.extra = -d.Ms(800, 2000);
+  p.items.push_back(step);
+  // Successes through the slow link before the outage; failures from any
+  // agent after it.
+  const struct {
+    int agent;
+    absl::Duration from, to;
+  } waves[] = {{slow.agent, t0 - absl::Milliseconds(1200), t0},
+               {d.Int(0, p.agents - 1), t0 + absl::Milliseconds(300),
+                t0 + absl::Milliseconds(900)}};
+  for (const auto& w : waves) {
+    const int n = d.Int(3, 8);
+    for (int i = 0; i < n; ++i) {
+      Item it;
+      it.kind = ItemKind::kDelivery;
+      it.agent = w.agent;
+      it.key = key;
+      it.at = w.from + d.Ms(0, absl::ToInt64Milliseconds(w.to - w.from));
+      it.deadline = d.Ms(2000, 8000);
+      it.cancel_after = absl::InfiniteDuration();
+      p.items.push_back(it);
+    }
+  }
+}
+
 void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   const int outages = d.Int(1, 4);
   for (int i = 0; i < outages; ++i) p.items.push_back(Fault(d, p, ItemKind::kOutage));
@@ -202,6 +256,7 @@ void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   }
   if (d.Chance(0.5)) AddCrashCluster(d, p, owners);
   if (d.Chance(0.3)) AddSlowThenStall(d, p, owners);
+  if (d.Chance(0.5)) AddStepBackDuringLateCounts(d, p, owners);
 }
 
 }  // namespace

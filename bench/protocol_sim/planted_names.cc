@@ -21,6 +21,10 @@ const std::vector<PlantedSwitch>& PlantedSwitches() {
        "a stand-in replica probes another member's keys at once"},
       {"late_counts_ignore_order", &P::late_counts_ignore_order,
        "late counts end a run of failures that came after them"},
+      {"engine_on_wall_clock", &P::engine_on_wall_clock,
+       "the replica's engine stamps failures on a wall clock that steps"},
+      {"counts_ignore_clock", &P::counts_ignore_clock,
+       "late successes on an old incarnation's clock end a run"},
       {"drop_count_report", &P::drop_count_report,
        "a count report is dropped without a word"},
   };

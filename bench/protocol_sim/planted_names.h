@@ -3,6 +3,7 @@
 #ifndef STAGGER_BENCH_PROTOCOL_SIM_PLANTED_NAMES_H_
 #define STAGGER_BENCH_PROTOCOL_SIM_PLANTED_NAMES_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,10 @@
 #include "core/lease/planted.h"
 
 namespace stagger::protocol_sim {
+
+// The seeds CI runs clean (protocol_sim.seeds: seeds 1 to kCiSeeds). Each
+// planted regression must be caught among them.
+inline constexpr int64_t kCiSeeds = 10000;
 
 struct PlantedSwitch {
   const char* name;

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/lease/replica_clock.h"
 #include "core/lease/time_bounds.h"
 
 namespace stagger::protocol_sim {
@@ -55,6 +56,9 @@ struct World::Replica {
   uint64_t incarnation = 0;
   uint64_t starts = 0;
   Clock mono, wall;
+  // What the engine reads, as in staggerd (lease/replica_clock.h): the wall
+  // clock read at each start, then advanced by the monotonic one.
+  std::unique_ptr<engine::Clock> engine_clock;
   std::unique_ptr<engine::SeededRandom> random;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<lease::ReplicaSync> sync;
@@ -213,8 +217,9 @@ void World::StartReplica(int r) {
   rep.incarnation = static_cast<uint64_t>(r + 1) * 1000 + ++rep.starts;
   rep.random = std::make_unique<engine::SeededRandom>(
       Mix(plan_.seed, 0x7265706c, r, rep.incarnation));
-  rep.engine = std::make_unique<engine::Engine>(Config(config_version_),
-                                                &rep.wall, rep.random.get());
+  rep.engine_clock = lease::ReplicaEngineClock(&rep.wall, &rep.mono);
+  rep.engine = std::make_unique<engine::Engine>(
+      Config(config_version_), rep.engine_clock.get(), rep.random.get());
   lease::ReplicaSync::Options o;
   o.ttl = plan_.ttl;
   o.incarnation = rep.incarnation;
@@ -235,7 +240,7 @@ void World::StartReplica(int r) {
   rep.last_failure.assign(plan_.keys, -absl::InfiniteDuration());
   rep.engine->ImportState(rep.saved);
   for (const engine::Pause& p : rep.saved_pauses) {
-    (void)rep.engine->pauses().Restore(p, rep.wall.Now());
+    (void)rep.engine->pauses().Restore(p, rep.engine_clock->Now());
   }
   ScheduleTick(r);
 }
@@ -650,7 +655,7 @@ void World::CallCentral(int id, bool report, bool ok) {
     if (!dec.ok()) return;  // a bug would show as a stuck delivery
     const absl::Duration defer_for =
         dec->verdict == engine::Verdict::kDefer
-            ? std::max(absl::ZeroDuration(), dec->defer_until - rep.wall.Now())
+            ? std::max(absl::ZeroDuration(), dec->defer_until - rep.engine_clock->Now())
             : absl::ZeroDuration();
     const absl::Duration back = Now() + Latency(l, false);
     const engine::Decision answer = *dec;
@@ -819,7 +824,7 @@ void World::SaveState(int r) {
     rep.engine->ExportState([&](absl::Span<const engine::EndpointRecord> s) {
       rep.saved.insert(rep.saved.end(), s.begin(), s.end());
     });
-    rep.saved_pauses = rep.engine->pauses().List(rep.wall.Now());
+    rep.saved_pauses = rep.engine->pauses().List(rep.engine_clock->Now());
   }
   After(plan_.save_every, [this, r] { SaveState(r); });
 }
@@ -876,7 +881,7 @@ void World::ScheduleFleetWide(const Item& item) {
       for (auto& rep : replicas_) {
         if (!rep->alive) continue;
         (void)rep->engine->pauses().Set(target, prefix, item.length,
-                                        "planned", "sim", rep->wall.Now());
+                                        "planned", "sim", rep->engine_clock->Now());
       }
     });
   }

@@ -8,7 +8,10 @@
 //   * Time: one event queue in true time (ns); ties go in scheduling order.
 //   * Clocks: every node has a monotonic clock (its own drift, within
 //     lease::kMaxDrift) and a wall clock on top (which may step). The
-//     engines read the wall clock; the lease code the monotonic one.
+//     lease code reads the monotonic clock. Agents' engines read the wall
+//     clock. A replica's engine reads lease::ReplicaEngineClock, as
+//     staggerd's does: the wall clock read at each start, then advanced
+//     by the monotonic one, so a step shows only across a restart.
 //   * Streams: one per (agent, replica), FIFO both ways with a latency per
 //     message. A partition holds messages until it heals, or breaks the
 //     stream after its detection time (messages in flight are lost). A slow

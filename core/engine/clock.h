@@ -43,6 +43,31 @@ class MonotonicClock final : public Clock {
   }
 };
 
+// Wall time that never steps: `wall` read once, at construction, then
+// advanced by `steady`. A daemon's engine reads this, so a wall clock
+// stepped back or forward while it runs moves none of its decisions, and
+// the order of two stamps is the order of their events. (On Linux the
+// monotonic clock follows NTP's rate corrections, so only steps separate
+// the two.) A step shows only across a restart, which the engine
+// tolerates. Thread-safe; both clocks must outlive it.
+//
+//   SteadyWallClock clock(RealClock::Instance(), MonotonicClock::Instance());
+//   Engine engine(config, &clock, random);
+class SteadyWallClock final : public Clock {
+ public:
+  SteadyWallClock(const Clock* wall, const Clock* steady)
+      : steady_(steady), wall_at_start_(wall->Now()),
+        steady_at_start_(steady->Now()) {}
+  absl::Time Now() const override {
+    return wall_at_start_ + (steady_->Now() - steady_at_start_);
+  }
+
+ private:
+  const Clock* const steady_;
+  const absl::Time wall_at_start_;
+  const absl::Time steady_at_start_;
+};
+
 }  // namespace stagger::engine
 
 #endif  // STAGGER_CORE_ENGINE_CLOCK_H_

@@ -152,13 +152,15 @@ void AgentLink::Renewed(const Down& down, absl::Time now) {
 }
 
 void AgentLink::OnDown(const Down& down, absl::Time now) {
-  if (down.replica_time != absl::InfinitePast()) {
-    sync_replica_ = down.replica_time;
-    sync_local_ = now;
-  }
   if (!down.refusal.empty()) refusal_ = down.refusal;
   if (down.snapshot.has_value()) Apply(*down.snapshot);
   if (down.delta.has_value()) Apply(*down.delta);
+  if (down.replica_time != absl::InfinitePast()) {
+    sync_replica_ = down.replica_time;
+    sync_local_ = now;
+    // The copy is this replica's set, so its incarnation is the clock's.
+    sync_clock_ = have_copy_ ? incarnation_ : 0;
+  }
   if (down.applied_seq != 0) counts_.OnApplied(down.applied_seq);
   Renewed(down, now);
 }
@@ -248,7 +250,8 @@ std::optional<engine::Decision> AgentLink::Admit(const engine::AdmitInput& in,
     d.delay = absl::Nanoseconds(absl::Uniform<int64_t>(
         rng, 0, absl::ToInt64Nanoseconds(jitter)));
   }
-  counts_.Count(in.endpoint, /*first_attempt=*/true, replica_now);
+  counts_.Count(in.endpoint, /*first_attempt=*/true, replica_now,
+                sync_clock_);
   return d;
 }
 
@@ -263,7 +266,8 @@ std::optional<engine::Decision> AgentLink::Report(
   d.verdict = engine::Verdict::kDone;
   d.reason = engine::Reason::kSucceeded;
   d.attempt = in.attempt;
-  counts_.Count(in.endpoint, /*first_attempt=*/false, ReplicaTime(now));
+  counts_.Count(in.endpoint, /*first_attempt=*/false, ReplicaTime(now),
+                sync_clock_);
   return d;
 }
 

@@ -169,6 +169,7 @@ class AgentLink final : public LinkView {
   // The latest message down: the replica's time in it, and when it came.
   absl::Time sync_replica_ = absl::InfinitePast();
   absl::Time sync_local_ = absl::InfinitePast();
+  uint64_t sync_clock_ = 0;  // the replica incarnation it came from
   CountBook counts_;
 };
 

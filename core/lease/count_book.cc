@@ -8,7 +8,12 @@
 namespace stagger::lease {
 
 void CountBook::Count(absl::string_view key, bool first_attempt,
-                      absl::Time at) {
+                      absl::Time at, uint64_t clock) {
+  if (pending_.empty()) {
+    pending_clock_ = clock;
+  } else if (pending_clock_ != clock) {
+    pending_clock_ = 0;  // two clocks in one report: order unknown
+  }
   const absl::Time start =
       absl::UnixEpoch() + absl::Floor(at - absl::UnixEpoch(), kBucket);
   std::vector<CountBucket>& buckets = pending_[key];
@@ -36,6 +41,7 @@ void CountBook::Count(absl::string_view key, bool first_attempt,
 CountReport CountBook::Number(std::vector<EndpointCounts> endpoints) {
   CountReport r;
   r.seq = next_seq_++;
+  r.clock_incarnation = pending_clock_;
   r.endpoints = std::move(endpoints);
   return r;
 }

@@ -3,7 +3,10 @@
 // happened (on the replica's clock, as lower bounds), numbered into
 // reports that the replica applies exactly once.
 //
-//   * Count(key, first_attempt, at): one local answer at `at`.
+//   * Count(key, first_attempt, at, clock): one local answer at `at`, on
+//     the clock of replica incarnation `clock`. A report carries the one
+//     clock all its times are on, or 0 when its counts came under two
+//     (a reconnect to a restarted replica).
 //   * TakeReport(): every pending count as report seq = next; TakeFor(key)
 //     does it for one key (before a failure report on it). A report stays
 //     kept until OnApplied covers it; Unacked() is what a new stream sends
@@ -33,7 +36,8 @@ class CountBook {
   static constexpr absl::Duration kBucket = absl::Milliseconds(100);
   static constexpr size_t kMaxUnacked = 1024;
 
-  void Count(absl::string_view key, bool first_attempt, absl::Time at);
+  void Count(absl::string_view key, bool first_attempt, absl::Time at,
+             uint64_t clock);
   std::optional<CountReport> TakeReport();
   std::optional<CountReport> TakeFor(absl::string_view key);
   void OnApplied(uint64_t seq);
@@ -52,6 +56,7 @@ class CountBook {
   void Keep(const CountReport& r);
 
   absl::flat_hash_map<std::string, std::vector<CountBucket>> pending_;
+  uint64_t pending_clock_ = 0;  // what every pending time is on; 0: mixed
   std::deque<CountReport> unacked_;
   uint64_t next_seq_ = 1;
   uint64_t applied_ = 0;

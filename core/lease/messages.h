@@ -121,6 +121,9 @@ struct CountReport {
   // reports not yet acknowledged): seq - lost - 1 is the last one sent.
   uint64_t lost = 0;
   std::vector<EndpointCounts> endpoints;
+  // The replica incarnation whose clock the times are on; 0: unknown or
+  // mixed (their successes then end no run of failures).
+  uint64_t clock_incarnation = 0;
 };
 
 // A waiting Admit the agent holds, handed to the replica (sync.proto,

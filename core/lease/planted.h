@@ -40,6 +40,13 @@ struct PlantedRegressions {
   // Late successes end a run of failures whenever they happened (the old
   // "late counts rewrite history").
   bool late_counts_ignore_order = false;
+  // The replica's engine reads the wall clock, which may step back during
+  // an outage: a later failure is stamped before an earlier late success,
+  // which then ends its run (replica_clock.h).
+  bool engine_on_wall_clock = false;
+  // The replica orders late successes stamped on another incarnation's
+  // clock (before its restart) against its own failures.
+  bool counts_ignore_clock = false;
   // The agent drops one count report without saying so.
   bool drop_count_report = false;
   // A drain (or any stream end) throws away answers queued for held calls

@@ -249,12 +249,19 @@ void ReplicaSync::ApplyCounts(Apply& apply) {
   if (!apply.report.has_value()) return;
   if (counts_filter_) counts_filter_(apply.agent, &*apply.report);
   if (counts_observer_) counts_observer_(apply.agent, *apply.report);
+  // Times on another incarnation's clock (or on two) cannot be ordered
+  // against this engine's failures: their successes end no run (the engine
+  // reads a success stamped after now so).
+  const bool own_clock =
+      apply.report->clock_incarnation == options_.incarnation ||
+      Planted().counts_ignore_clock;
   std::vector<engine::LateCounts> buckets;
   for (const EndpointCounts& e : apply.report->endpoints) {
     buckets.clear();
     for (const CountBucket& b : e.buckets) {
       engine::LateCounts c{b.start, b.first_attempts, b.successes,
-                           b.last_success};
+                           own_clock ? b.last_success
+                                     : absl::InfiniteFuture()};
       // Planted: a late success ends the run whenever it happened.
       if (Planted().late_counts_ignore_order && b.successes > 0) {
         c.last_success = engine_->clock()->Now();

@@ -218,6 +218,7 @@ absl::StatusOr<lease::CountReport> FromProto(const v1::CountReport& r) {
   lease::CountReport out;
   out.seq = r.seq();
   out.lost = r.lost();
+  out.clock_incarnation = r.clock_incarnation();
   out.endpoints.reserve(r.endpoints_size());
   for (int i = 0; i < r.endpoints_size(); ++i) {
     absl::StatusOr<lease::EndpointCounts> e = ReadEndpointCounts(
@@ -231,6 +232,7 @@ absl::StatusOr<lease::CountReport> FromProto(const v1::CountReport& r) {
 void ToProto(const lease::CountReport& r, v1::CountReport* out) {
   out->set_seq(r.seq);
   out->set_lost(r.lost);
+  out->set_clock_incarnation(r.clock_incarnation);
   for (const lease::EndpointCounts& e : r.endpoints) {
     v1::EndpointCounts* pe = out->add_endpoints();
     pe->set_endpoint(e.endpoint);

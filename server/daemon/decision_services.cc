@@ -15,8 +15,8 @@ DecisionServices::DecisionServices(engine::Engine* engine,
                                    const Options& options,
                                    metrics::ServerMetrics* metrics,
                                    security::SecurityMetrics* security_metrics)
-    : coordinator_(engine, metrics, engine::RealClock::Instance()),
-      admin_(engine, security_metrics, engine::RealClock::Instance(), Log),
+    : coordinator_(engine, metrics, engine->clock()),
+      admin_(engine, security_metrics, engine->clock(), Log),
       leases_(engine, options.lease_ttl, options.ownership, metrics,
               options.attach_leases) {
   if (options.ownership != nullptr) {
@@ -32,7 +32,7 @@ DecisionServices::DecisionServices(engine::Engine* engine,
       };
   if (options.max_waiting_calls > 0 || options.max_agent_held_calls > 0) {
     waits_ = std::make_unique<service::WaitRoom>(
-        engine, engine::RealClock::Instance(),
+        engine, engine->clock(),
         service::WaitRoom::Options{
             static_cast<size_t>(options.max_waiting_calls),
             static_cast<size_t>(options.max_agent_held_calls)},
@@ -47,7 +47,7 @@ DecisionServices::DecisionServices(engine::Engine* engine,
       [engine, room = agents_room, answered](service::AgentHeldCalls::Send send,
                                              const std::string& agent) {
         return service::AgentHeldCalls::Make(
-            engine, room, engine::RealClock::Instance(), answered,
+            engine, room, engine->clock(), answered,
             std::move(send), agent);
       });
 }

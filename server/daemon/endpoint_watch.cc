@@ -11,9 +11,9 @@ absl::Status CheckWatchFlags(const service::WatchLog::Options& options) {
 EndpointWatch::EndpointWatch(engine::Engine* engine,
                              service::WatchLog::Options options)
     : engine_(engine),
-      log_(std::move(options), engine::RealClock::Instance()),
+      log_(std::move(options), engine->clock()),
       feed_(&log_),
-      refresher_(engine, engine::RealClock::Instance(),
+      refresher_(engine, engine->clock(),
                  [this](const engine::Pause& p) { feed_.OnPauseRanOut(p); }) {
   fan_out_.Add(&feed_);
   fan_out_.Add(&refresher_);

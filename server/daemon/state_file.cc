@@ -26,7 +26,7 @@ std::unique_ptr<state::StateKeeper> StartStateKeeper(
   keeper_options.log = [](const std::string& line) { Log(line); };
   keeper_options.metrics = metrics;
   auto keeper = std::make_unique<state::StateKeeper>(
-      engine, engine::RealClock::Instance(), std::move(keeper_options));
+      engine, engine->clock(), std::move(keeper_options));
   keeper->Load();
   keeper->Start();
   return keeper;

@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<status::StatusPage>> StartStatusPage(
   if (options.address.empty()) return nullptr;
   absl::StatusOr<std::unique_ptr<status::StatusPage>> page =
       status::StatusPage::Start(options, engine,
-                                engine::RealClock::Instance(), log);
+                                engine->clock(), log);
   if (page.ok()) {
     Log(absl::StrCat("status page on port ", (*page)->port()));
   }

@@ -13,10 +13,6 @@
 namespace stagger::protocol_sim {
 namespace {
 
-// The seeds CI runs clean (protocol_sim.seeds): a planted regression must
-// be caught among them.
-constexpr int64_t kCiSeeds = 10000;
-
 class PlantedTest : public ::testing::TestWithParam<PlantedSwitch> {
  protected:
   ~PlantedTest() override { lease::Planted() = {}; }

@@ -315,6 +315,43 @@ TEST_F(LeaseProtocolTest, CountsAreAppliedOnceInOrderAndAGapIsAnError) {
   EXPECT_EQ(replica_->stats().counts_lost, 1);
 }
 
+// Late successes end a run of failures only when the replica can order
+// them: stamped on its own incarnation's clock and after the last failure.
+// A report whose times are on another incarnation's clock (taken before
+// this replica restarted) counts its successes but ends no run.
+TEST_F(LeaseProtocolTest, LateSuccessesEndARunOnlyOnThisIncarnationsClock) {
+  AgentLink a(AgentOptions("node-1"));
+  const uint64_t s = Leased(a);
+  Report(engine::Outcome::kRetryableFailure);
+  Report(engine::Outcome::kRetryableFailure);
+  ASSERT_EQ(engine_->Inspect(kEp)->consecutive_failures, 2);
+  Advance(absl::Milliseconds(300));
+  Exchange(a, s);  // a fresh replica time for the agent's stamps
+  engine::ReportInput ok;
+  ok.endpoint = kEp;
+  ok.outcome = engine::Outcome::kSuccess;
+  ok.attempt = 1;
+  ASSERT_TRUE(a.Report(ok, mono_.Now()).has_value()) << "answered locally";
+  Advance(absl::Milliseconds(500));
+  std::optional<Up> up = a.Poll(mono_.Now());
+  ASSERT_TRUE(up.has_value() && up->counts.has_value());
+  EXPECT_EQ(up->counts->clock_incarnation, 1u) << "stamped on incarnation 1";
+
+  // Another incarnation's clock: the success is counted, the run stands.
+  CountReport foreign = *up->counts;
+  foreign.clock_incarnation = 7;
+  Up other;
+  other.counts = foreign;
+  ASSERT_TRUE(replica_->Receive(s, other).ok());
+  EXPECT_EQ(engine_->Inspect(kEp)->consecutive_failures, 2)
+      << "order unknown: no run ends";
+
+  // Its own clock, after the failures: the run ends.
+  up->counts->seq = foreign.seq + 1;
+  ASSERT_TRUE(replica_->Receive(s, *up).ok());
+  EXPECT_EQ(engine_->Inspect(kEp)->consecutive_failures, 0);
+}
+
 // The hooks staggerd binds identities and caps counts with
 // (server/service): a stream opened under a bound id keeps its own count
 // sequence, apart from the same hello under another id; the counts filter
