@@ -16,6 +16,13 @@ What it proves (docs/AGENT.md, "Faults"):
     half-open probe: when the breaker half-opens, the probe is there
     (HALF_OPEN_PROBE), not gone until probe_timeout (60 s here);
   * after the link is back, the agent reconnects and asks staggerd again.
+
+And when staggerd itself is killed (-9) while calls are held, then started
+again from its state file:
+  * every held call is answered by its worker's deadline, not an error;
+  * the restarted staggerd still holds the breaker open (the state file),
+    and the reconnected agent sends the endpoint's first attempts to it:
+    no local admission beside the probe that will come.
 """
 
 import os
@@ -271,3 +278,85 @@ def link_dies_while_calls_are_held(net, procs, tmp_path, staggerd_flags):
     log("the agent asked staggerd again %.2fs after the heal"
         % (time.monotonic() - healed))
     assert metric_sum(sd.scrape(), "stagger_waiting_calls") == 0
+
+
+CRASH_DEADLINE_S = 20.0
+
+
+def test_staggerd_killed_while_calls_are_held_restarts_from_its_state(
+        net, procs, tmp_path):
+    config = tmp_path / "config.textproto"
+    config.write_text(
+        "default_policy { breaker { consecutive_failures: 3 "
+        "open_base { seconds: %d } open_max { seconds: %d } "
+        "half_open_probes: 1 close_after_successes: 1 "
+        "probe_timeout { seconds: %d } } }\n"
+        % (OPEN_S * 3, OPEN_S * 3, PROBE_TIMEOUT_S))
+    state = ["--state_file=%s" % (tmp_path / "state"),
+             "--state_save_interval=1s"]
+    sd = staggerd_in(net, config, state)
+    procs(sd)
+    agent = agent_in(net, str(tmp_path / "agent.sock"))
+    procs(agent)
+    direct = rpc.RetryCoordinatorStub(grpc.insecure_channel(sd.target))
+    via_agent = rpc.RetryCoordinatorStub(grpc.insecure_channel(agent.target))
+
+    def first_attempt_source(endpoint):
+        _, call = via_agent.Admit.with_call(
+            pb.AdmitRequest(endpoint=endpoint, attempt=1), timeout=10)
+        return source_of(call)
+    poll_until("the agent talking to staggerd",
+               lambda: first_attempt_source("https://netns-up.example")
+               == "coordinator")
+    for _ in range(3):  # the breaker opens for 3 * OPEN_S
+        direct.Report(pb.ReportRequest(endpoint=EP, attempt=1,
+                                       outcome=pb.RETRYABLE_FAILURE),
+                      timeout=10)
+    saves = metric_sum(sd.scrape(), "stagger_state_saves_total")
+    poll_until("the trip saved", lambda: metric_sum(
+        sd.scrape(), "stagger_state_saves_total") >= saves + 2)
+
+    answers = []
+    lock = threading.Lock()
+
+    def call():
+        req = pb.AdmitRequest(endpoint=EP, attempt=2)
+        req.wait.seconds = WAIT_S
+        started = time.monotonic()
+        try:
+            resp, c = via_agent.Admit.with_call(req, timeout=CRASH_DEADLINE_S)
+            got = (resp.decision, source_of(c), None)
+        except grpc.RpcError as e:
+            got = (None, None, e.code())
+        with lock:
+            answers.append((started, time.monotonic()) + got)
+    threads = [threading.Thread(target=call) for _ in range(CALLS)]
+    for t in threads:
+        t.start()
+    poll_until("%d entries in staggerd's line" % CALLS, lambda: sd.scrape().get(
+        "stagger_waiting_calls") == float(CALLS))
+
+    sd.kill()  # SIGKILL: no drain, no last save
+    killed = time.monotonic()
+    sd = staggerd_in(net, config, state)
+    procs(sd)
+    log("staggerd back %.2fs after the kill" % (time.monotonic() - killed))
+    for t in threads:
+        t.join(CRASH_DEADLINE_S + SLACK_S)
+    assert len(answers) == CALLS
+    for started, ended, decision, source, error in answers:
+        assert error is None, "a held call failed: %s" % error
+        assert ended - started < CRASH_DEADLINE_S, (ended - started)
+        assert decision.verdict in (pb.PROCEED, pb.DEFER), decision
+    log("every held call answered; sources %s" % sorted(
+        set(a[3] for a in answers)))
+
+    after = direct.Admit(pb.AdmitRequest(endpoint=EP, attempt=2),
+                         timeout=10).decision
+    assert after.reason in (pb.CIRCUIT_OPEN, pb.HALF_OPEN_BUSY), (
+        "the state file's open breaker: %s" % pb.Reason.Name(after.reason))
+    poll_until("the agent back on staggerd",
+               lambda: first_attempt_source("https://netns-up.example")
+               == "coordinator", timeout=30, interval=0.2)
+    assert first_attempt_source(EP) == "coordinator", (
+        "a first attempt to an open endpoint admitted locally")
