@@ -68,6 +68,7 @@ class SyncStream final
         write_failed_ = true;
         queue_.clear();
         queued_bytes_ = 0;
+        own_queued_ = 0;
       }
     }
     Pump();
@@ -233,9 +234,19 @@ class SyncStream final
     {
       absl::MutexLock l(&mu_);
       if (finishing_) return;
+      if (own_queued_ >= SyncService::kMaxQueuedAnswers) {
+        EndLocked(grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("the agent sends but does not read: ",
+                         SyncService::kMaxQueuedAnswers,
+                         " answers to its messages queued for it")));
+        ctx_->TryCancel();  // it would never read the status either
+        return;
+      }
       grpc::ByteBuffer bytes = Serialize(down);
       queued_bytes_ += bytes.Length();
       queue_.push_back({std::move(bytes), /*shared=*/false});
+      ++own_queued_;
     }
     Pump();
   }
@@ -291,6 +302,7 @@ class SyncStream final
       } else if (!queue_.empty() && !finishing_ && !write_failed_) {
         Item& next = queue_.front();
         if (next.resync) snapshot_queued_ = false;
+        if (!next.shared && !next.resync) --own_queued_;
         queued_bytes_ -= next.bytes.Length();
         current_ = std::move(next.bytes);
         queue_.pop_front();
@@ -314,6 +326,7 @@ class SyncStream final
     status_ = std::move(status);
     queue_.clear();  // the set's messages: a new stream gets a snapshot
     queued_bytes_ = 0;
+    own_queued_ = 0;
     // Answers still go out before an OK end (a drain); after any other
     // end they are given back in OnDone.
   }
@@ -344,6 +357,8 @@ class SyncStream final
   uint64_t stream_ ABSL_GUARDED_BY(mu_) = 0;  // the hub's id for it
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Answers to its own messages in queue_ (not pushes nor the resync).
+  size_t own_queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool snapshot_queued_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<PendingAnswer> answers_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_;  // the write in progress

@@ -14,7 +14,11 @@
 // has its queued pushes dropped and gets a snapshot instead; one that falls
 // behind again before that snapshot went out is cancelled (a peer that
 // does not read would never take a status). Answers to held calls are never
-// dropped for a backlog.
+// dropped for a backlog. Each message up gets an answer of its own (its
+// renewal); a peer that sends but does not read would queue those without
+// end, so a stream with more than kMaxQueuedAnswers of them queued is
+// cancelled too (RESOURCE_EXHAUSTED). A reading agent has at most a few:
+// it sends one message per flush.
 //
 // Answers at a stream's end. An OK end (the drain) writes every answer
 // queued before its status. After any other end (an error, a cancel, a
@@ -59,6 +63,9 @@ class SyncService final : public RawSyncService {
  public:
   // A stream's queued pushes beyond this: it fell behind (see above).
   static constexpr size_t kMaxBacklogBytes = size_t{8} << 20;  // 8 MiB
+  // A stream's queued answers to its own messages beyond this: its peer
+  // sends but does not read (see above).
+  static constexpr size_t kMaxQueuedAnswers = 256;
 
   enum class Direction { kIn, kOut };
   using Counter = std::function<void(Direction)>;

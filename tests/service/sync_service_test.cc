@@ -175,6 +175,38 @@ TEST_F(SyncServiceTest, ATripIsPushedAndTheProbeWaitsForTheAck) {
   EXPECT_EQ(Admit(2).reason, engine::Reason::kHalfOpenProbe);
 }
 
+// A peer that sends but never reads: each of its messages gets a renewal,
+// which queues once gRPC's flow-control windows are full. Past
+// kMaxQueuedAnswers queued, staggerd cancels the stream instead of keeping
+// them without end.
+TEST_F(SyncServiceTest, APeerThatSendsButNeverReadsIsCancelled) {
+  std::unique_ptr<Stream> s = Open();
+  ASSERT_TRUE(s->rw->Write(Hello()));
+  Advance(kTtl);  // past learning: every message up is answered
+  for (int i = 0; i < 200 && hub_.streams() != 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));  // the hello reaches the hub
+  }
+  ASSERT_EQ(hub_.streams(), 1);
+  uint64_t sent = 1;
+  while (sent < 200000 && hub_.streams() == 1 &&
+         s->rw->Write(Renew(sent + 1, 0))) {
+    ++sent;
+  }
+  ASSERT_LT(sent, 200000u) << "never cancelled";
+  for (int i = 0; i < 100 && hub_.streams() != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(hub_.streams(), 0);
+  EXPECT_GT(sent, SyncService::kMaxQueuedAnswers) << "cut at the bound only";
+  v1::SyncDown down;
+  while (s->rw->Read(&down)) {
+  }
+  const grpc::Status st = s->rw->Finish();
+  EXPECT_TRUE(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+              st.error_code() == grpc::StatusCode::CANCELLED)
+      << st.error_message();
+}
+
 TEST_F(SyncServiceTest, BadMessagesAndAnotherProtocolAreRefusedByName) {
   {
     std::unique_ptr<Stream> s = Open();
