@@ -34,8 +34,9 @@ constexpr absl::Duration kTtl = absl::Seconds(1);
 class SyncHeldAnswersTest : public ::testing::Test {
  protected:
   SyncHeldAnswersTest()
-      : random_(3),
-        engine_(Config(), &wall_, &random_),
+      // The engine draws on this thread and on gRPC's: a generator per
+      // thread (a SeededRandom is one generator, not thread-safe).
+      : engine_(Config(), &wall_, engine::PerThreadRandom::Instance()),
         room_(&engine_, &wall_, WaitRoom::Options{10, 10}, nullptr),
         hub_(&engine_, Options(), nullptr, &mono_),
         service_(&hub_, nullptr) {
@@ -140,7 +141,6 @@ class SyncHeldAnswersTest : public ::testing::Test {
 
   FakeClock wall_;
   FakeClock mono_{absl::FromUnixSeconds(5000)};
-  engine::SeededRandom random_;
   engine::Engine engine_;
   WaitRoom room_;
   SyncHub hub_;

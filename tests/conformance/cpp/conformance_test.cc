@@ -406,9 +406,16 @@ std::vector<Struct> LoadScenarios() {
   return out;
 }
 
+// The one coordinator every scenario of this process talks to: made for
+// the first scenario, destroyed (its server's threads joined) before exit.
+std::unique_ptr<ScriptedCoordinator>& TheCoordinator() {
+  static auto* const c = new std::unique_ptr<ScriptedCoordinator>();
+  return *c;
+}
 ScriptedCoordinator* Coordinator() {
-  static ScriptedCoordinator* const c = new ScriptedCoordinator();
-  return c;
+  std::unique_ptr<ScriptedCoordinator>& c = TheCoordinator();
+  if (c == nullptr) c = std::make_unique<ScriptedCoordinator>();
+  return c.get();
 }
 
 class ScenarioTest : public ::testing::Test {
@@ -439,5 +446,7 @@ int main(int argc, char** argv) {
           return new stagger::conformance::ScenarioTest(s);
         });
   }
-  return RUN_ALL_TESTS();
+  const int failed = RUN_ALL_TESTS();
+  stagger::conformance::TheCoordinator().reset();
+  return failed;
 }
