@@ -240,6 +240,61 @@ void AddStepBackDuringLateCounts(Draw& d, Plan& p,
   }
 }
 
+// A stand-in the agent cannot hear of: its link to the key's next replica
+// turns slow (that lease lapses, that copy lags), then its owner is cut
+// off and heals. Meanwhile the key fails, so the next replica stands in,
+// trips and probes; the agent, leased by the owner again, must not take
+// the lagging copy's word that nobody stands in.
+void AddStandInBehindSlowLink(Draw& d, Plan& p,
+                              const wire::Rendezvous& owners) {
+  const int key = d.Int(0, p.keys - 1);
+  const std::vector<size_t> rank = owners.Rank(KeyName(key));
+  const absl::Duration t0 =
+      d.Ms(1000, absl::ToInt64Milliseconds(p.traffic) - 9000);
+  Item slow;
+  slow.kind = ItemKind::kSlowLink;
+  slow.agent = d.Int(0, p.agents - 1);
+  slow.replica = static_cast<int>(rank[1]);
+  slow.at = t0;
+  slow.length = d.Ms(4000, 5500);
+  slow.extra = d.Ms(1000, 2000);
+  p.items.push_back(slow);
+  Item cut;
+  cut.kind = ItemKind::kPartition;
+  cut.agent = slow.agent;
+  cut.replica = static_cast<int>(rank[0]);
+  cut.at = t0 + d.Ms(1000, 2000);
+  cut.detect = d.Ms(300, 900);
+  const absl::Duration healed = t0 + slow.length + d.Ms(500, 2000);
+  cut.length = healed - cut.at;
+  p.items.push_back(cut);
+  // Slower still near its end: the next replica hears nothing for longer
+  // than a ttl, so it takes this agent's lease there as ended.
+  Item slower = slow;
+  slower.at = slow.at + slow.length - d.Ms(500, 1200);
+  slower.length = d.Ms(600, 1200);
+  slower.extra = d.Ms(800, 1500);
+  p.items.push_back(slower);
+  Item outage;
+  outage.kind = ItemKind::kOutage;
+  outage.key = key;
+  outage.at = cut.at + d.Ms(500, 1500);
+  outage.length = healed - outage.at + d.Ms(1000, 2000);
+  p.items.push_back(outage);
+  const int n = d.Int(8, 16);
+  const int64_t span = absl::ToInt64Milliseconds(healed - cut.at) + 1500;
+  for (int i = 0; i < n; ++i) {
+    Item it;
+    it.kind = ItemKind::kDelivery;
+    it.agent = slow.agent;
+    it.key = key;
+    it.at = cut.at + d.Ms(0, static_cast<int>(span));
+    it.deadline = d.Ms(2000, 8000);
+    it.cancel_after = absl::InfiniteDuration();
+    p.items.push_back(it);
+  }
+}
+
 void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   const int outages = d.Int(1, 4);
   for (int i = 0; i < outages; ++i) p.items.push_back(Fault(d, p, ItemKind::kOutage));
@@ -257,6 +312,7 @@ void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   if (d.Chance(0.5)) AddCrashCluster(d, p, owners);
   if (d.Chance(0.3)) AddSlowThenStall(d, p, owners);
   if (d.Chance(0.5)) AddStepBackDuringLateCounts(d, p, owners);
+  if (p.replicas > 1 && d.Chance(0.3)) AddStandInBehindSlowLink(d, p, owners);
 }
 
 }  // namespace

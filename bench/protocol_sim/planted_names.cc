@@ -19,6 +19,8 @@ const std::vector<PlantedSwitch>& PlantedSwitches() {
        "a restarted replica grants and probes at once"},
       {"no_stand_in_hold", &P::no_stand_in_hold,
        "a stand-in replica probes another member's keys at once"},
+      {"stand_in_trusts_stale_copy", &P::stand_in_trusts_stale_copy,
+       "an unleased copy of a stand-in's set vouches for no stand-in"},
       {"late_counts_ignore_order", &P::late_counts_ignore_order,
        "late counts end a run of failures that came after them"},
       {"engine_on_wall_clock", &P::engine_on_wall_clock,

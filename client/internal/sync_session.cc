@@ -236,6 +236,11 @@ bool SyncSession::LocalOk(absl::string_view key, absl::Time now) const {
   return link_.LocalOk(key, now);
 }
 
+bool SyncSession::Current(absl::Time now) const {
+  absl::MutexLock l(&mu_);
+  return link_.Current(now);
+}
+
 bool SyncSession::StandsInFor(absl::string_view member) const {
   absl::MutexLock l(&mu_);
   return link_.StandsInFor(member);

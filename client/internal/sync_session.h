@@ -17,8 +17,8 @@
 //     for as long as the replica does not read (HTTP/2 flow control); no
 //     held call waits for it.
 //   * Admit / Report: the link's local answer, or nullopt (ask the
-//     coordinator). LocalOk / StandsInFor: what the client's rule for local
-//     answers reads (lease::MayAnswerLocally).
+//     coordinator). LocalOk / Current / StandsInFor: what the client's
+//     rule for local answers reads (lease::MayAnswerLocally).
 //   * FlushFor(endpoint, timeout): that endpoint's counts go at once, and the
 //     call waits (at most `timeout`) until the replica applied them; called
 //     before a failure report is forwarded, so the replica learns the
@@ -98,6 +98,7 @@ class SyncSession final : public lease::LinkView {
                                         absl::BitGenRef rng);
   std::optional<engine::Decision> Report(const engine::ReportInput& in);
   bool LocalOk(absl::string_view key, absl::Time now) const override;
+  bool Current(absl::Time now) const override;
   bool StandsInFor(absl::string_view member) const override;
   // The entry of the replica's set covering `key` (a fallback keeps to it).
   std::optional<lease::NotClearEntry> Covering(absl::string_view key) const;

@@ -203,7 +203,11 @@ bool AgentLink::Covered(absl::string_view key) const {
 }
 
 bool AgentLink::LocalOk(absl::string_view key, absl::Time now) const {
-  return now < lease_until_ && have_copy_ && !Covered(key);
+  return Current(now) && !Covered(key);
+}
+
+bool AgentLink::Current(absl::Time now) const {
+  return now < lease_until_ && have_copy_;
 }
 
 bool AgentLink::StandsInFor(absl::string_view member) const {
@@ -316,10 +320,16 @@ bool MayAnswerLocally(absl::Span<const LinkView* const> links,
   if (owner >= links.size() || links[owner] == nullptr) return false;
   if (!links[owner]->LocalOk(key, now)) return false;
   for (size_t i = 0; i < links.size(); ++i) {
-    if (i != owner && links[i] != nullptr &&
-        links[i]->StandsInFor(names[owner])) {
-      return false;
+    if (i == owner) continue;
+    const LinkView* other = links[i];
+    // Planted: a copy without a live lease, or none, says "no stand-in".
+    if (Planted().stand_in_trusts_stale_copy) {
+      if (other != nullptr && other->StandsInFor(names[owner])) return false;
+      continue;
     }
+    // This agent cannot be sure that replica does not stand in.
+    if (other == nullptr || !other->Current(now)) return false;
+    if (other->StandsInFor(names[owner])) return false;
   }
   return true;
 }

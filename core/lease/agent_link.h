@@ -63,6 +63,9 @@ class LinkView {
  public:
   // Whether a key of this link's replica may be answered here now.
   virtual bool LocalOk(absl::string_view key, absl::Time now) const = 0;
+  // Whether the lease lives and the copy is current now: only then is what
+  // the copy says of stand-ins (StandsInFor) up to date.
+  virtual bool Current(absl::Time now) const = 0;
   // Whether this link's copy says its replica decides `member`'s keys.
   virtual bool StandsInFor(absl::string_view member) const = 0;
 
@@ -116,6 +119,7 @@ class AgentLink final : public LinkView {
   std::optional<engine::Decision> Report(const engine::ReportInput& in,
                                          absl::Time now);
   bool LocalOk(absl::string_view key, absl::Time now) const override;
+  bool Current(absl::Time now) const override;
   bool StandsInFor(absl::string_view member) const override;
   // The copy's entry covering `key` (for a fallback that keeps to the
   // set), if any.
@@ -175,11 +179,14 @@ class AgentLink final : public LinkView {
 
 // Whether an agent may answer `key` locally now, under the lease of its
 // owner (`owner`: an index into `links` and `names`, the members): the
-// owner's link may (LocalOk), and no other replica's set says it stands in
-// for that owner (an agent that cannot reach the owner sends its keys
-// there, where they are decided centrally). A key is never answered under
-// the lease of a replica that does not own it. Null links are members
-// without a stream.
+// owner's link may (LocalOk), and every other replica's link is Current
+// and its set does not say it stands in for that owner. (An agent that
+// cannot reach the owner sends its keys to another replica, which decides
+// them centrally and may probe them. That replica counts this agent as
+// stopped once its lease there ended, so a copy without a live lease
+// cannot vouch that no stand-in began.) A key is never answered under the
+// lease of a replica that does not own it. A null link (a member without
+// a stream) refuses.
 bool MayAnswerLocally(absl::Span<const LinkView* const> links,
                       absl::Span<const std::string> names, size_t owner,
                       absl::string_view key, absl::Time now);

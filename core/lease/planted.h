@@ -37,6 +37,11 @@ struct PlantedRegressions {
   // A replica standing in for another member admits probes on its keys at
   // once (the old "no hold after takeover").
   bool no_stand_in_hold = false;
+  // The agent answers a member's keys under its lease while its copy of
+  // another replica's set has no live lease: a stand-in that replica began
+  // may not have reached it (the old "stale copy vouches for no
+  // stand-in").
+  bool stand_in_trusts_stale_copy = false;
   // Late successes end a run of failures whenever they happened (the old
   // "late counts rewrite history").
   bool late_counts_ignore_order = false;
