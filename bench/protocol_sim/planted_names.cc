@@ -17,8 +17,6 @@ const std::vector<PlantedSwitch>& PlantedSwitches() {
        "two clocks: the lease counts from the renewal's arrival"},
       {"no_restart_hold", &P::no_restart_hold,
        "a restarted replica grants and probes at once"},
-      {"no_stand_in_hold", &P::no_stand_in_hold,
-       "a stand-in replica probes another member's keys at once"},
       {"stand_in_trusts_stale_copy", &P::stand_in_trusts_stale_copy,
        "an unleased copy of a stand-in's set vouches for no stand-in"},
       {"late_counts_ignore_order", &P::late_counts_ignore_order,

@@ -35,7 +35,10 @@ struct PlantedRegressions {
   // "no hold after restart").
   bool no_restart_hold = false;
   // A replica standing in for another member admits probes on its keys at
-  // once (the old "no hold after takeover").
+  // once (the old "no hold after takeover"). Proved by
+  // lease.StandInTest, not by the simulator: there the agent's rule (a
+  // member's keys locally only with a live lease from every other replica)
+  // covers this hold too, so its absence shows no overlap.
   bool no_stand_in_hold = false;
   // The agent answers a member's keys under its lease while its copy of
   // another replica's set has no live lease: a stand-in that replica began

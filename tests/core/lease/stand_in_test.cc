@@ -158,5 +158,34 @@ TEST_F(StandInTest, ACopyWithoutALiveLeaseCannotVouchThatNobodyStandsIn) {
   EXPECT_FALSE(MayAnswer()) << "stagger-1 stands in for the owner";
 }
 
+// A replica that starts standing in for a member holds probes on its keys
+// for one ttl after it announced that: an agent may still answer them
+// under the owner's lease until it hears. (The simulator cannot catch this
+// hold's absence: an agent also answers a member's keys only with a live
+// lease from every other replica, which covers it there. So this test is
+// its proof.)
+TEST_F(StandInTest, AStandInHoldsItsProbesOneTtlAfterItAnnounced) {
+  Advance(Stretch(kTtl) + SendBound(kJitter));  // past learning
+  stand_in_->sync->OnStandIn("stagger-0");
+  for (int i = 0; i < 4; ++i) StandInReport(engine::Outcome::kRetryableFailure);
+  wall_.Set(stand_in_->engine.Inspect(kEp)->open_until);  // half-open
+  EXPECT_EQ(StandInAdmit(2).reason, engine::Reason::kHalfOpenBusy)
+      << "within a ttl of the announcement";
+  Planted().no_stand_in_hold = true;
+  EXPECT_EQ(StandInAdmit(2).reason, engine::Reason::kHalfOpenProbe)
+      << "the planted hole: the probe goes at once";
+  Planted() = {};
+}
+
+TEST_F(StandInTest, AStandInsProbeGoesOnceTheHoldHasPassed) {
+  Advance(Stretch(kTtl) + SendBound(kJitter));  // past learning
+  stand_in_->sync->OnStandIn("stagger-0");
+  for (int i = 0; i < 4; ++i) StandInReport(engine::Outcome::kRetryableFailure);
+  wall_.Set(stand_in_->engine.Inspect(kEp)->open_until);  // half-open
+  EXPECT_EQ(StandInAdmit(2).reason, engine::Reason::kHalfOpenBusy);
+  Advance(Stretch(kTtl) + SendBound(kJitter));
+  EXPECT_EQ(StandInAdmit(2).reason, engine::Reason::kHalfOpenProbe);
+}
+
 }  // namespace
 }  // namespace stagger::lease
