@@ -53,10 +53,10 @@ ReplicaSync::ReplicaSync(Options options, engine::Engine* engine,
       engine_(engine),
       mono_(mono),
       start_(mono->Now()),
-      grant_from_(Planted().no_restart_hold ? start_ : start_ + options_.ttl),
       set_(options_.incarnation, options_.clear_hold,
            options_.stand_in_idle),
-      send_bound_(SendBound(absl::ZeroDuration())) {}
+      send_bound_(SendBound(absl::ZeroDuration())),
+      grant_from_(Planted().no_restart_hold ? start_ : start_ + options_.ttl) {}
 
 void ReplicaSync::AttachToEngine(bool feeds) {
   if (feeds) {
