@@ -23,6 +23,13 @@ again from its state file:
   * the restarted staggerd still holds the breaker open (the state file),
     and the reconnected agent sends the endpoint's first attempts to it:
     no local admission beside the probe that will come.
+
+And with two agents, one cut off for PARTITION_S while calls are held
+through it: its held calls end by their deadline, it answers from the
+fallback once its lease has ended, the other agent stays leased, the lease
+comes back after the heal, and staggerd counted every local answer of
+both exactly once (stagger_counted_total = the agents' summed
+stagger_client_lease_decisions_total).
 """
 
 import os
@@ -66,44 +73,57 @@ def ip(*args):
 
 
 class Net:
-    """Two namespaces and two veth pairs, named after this process, removed
-    on close() (and before use, if a killed run left them)."""
+    """Namespaces for staggerd and `agents` agents, a veth pair from each
+    agent's to staggerd's (its own /30), and an admin veth from the root
+    namespace to staggerd's. Named after this process; removed on close()
+    (and before use, if a killed run left them). Agent i's fields are
+    ns_as[i], a_ips[i] and s_ips[i] (staggerd's address on that link);
+    ns_a, a_ip and s_ip are agent 0's."""
 
-    def __init__(self):
+    def __init__(self, agents=1):
         n = os.getpid() % 100000
         sub = os.getpid() % 250 + 1
-        self.ns_s, self.ns_a = "stgr%d-s" % n, "stgr%d-a" % n
+        self.ns_s = "stgr%d-s" % n
+        self.ns_as = ["stgr%d-a%d" % (n, i) for i in range(agents)]
         self.admin_root, self.admin_s = "sg%dr0" % n, "sg%dr1" % n
-        self.link_s, self.link_a = "sg%ds0" % n, "sg%da0" % n
+        self.links_s = ["sg%ds%d" % (n, i) for i in range(agents)]
+        self.links_a = ["sg%da%d" % (n, i) for i in range(agents)]
         self.root_ip, self.s_admin_ip = "10.202.%d.1" % sub, "10.202.%d.2" % sub
-        self.s_ip, self.a_ip = "10.201.%d.1" % sub, "10.201.%d.2" % sub
+        # Agent i's /30: 10.201.<sub>.<4i>.
+        self.s_ips = ["10.201.%d.%d" % (sub, 4 * i + 1) for i in range(agents)]
+        self.a_ips = ["10.201.%d.%d" % (sub, 4 * i + 2) for i in range(agents)]
+        self.ns_a, self.s_ip, self.a_ip = self.ns_as[0], self.s_ips[0], self.a_ips[0]
         self.close()
         ip("netns", "add", self.ns_s)
-        ip("netns", "add", self.ns_a)
+        for ns in self.ns_as:
+            ip("netns", "add", ns)
         ip("link", "add", self.admin_root, "type", "veth", "peer", "name",
            self.admin_s, "netns", self.ns_s)
-        ip("link", "add", self.link_s, "netns", self.ns_s, "type", "veth",
-           "peer", "name", self.link_a, "netns", self.ns_a)
         ip("addr", "add", self.root_ip + "/30", "dev", self.admin_root)
         ip("link", "set", self.admin_root, "up")
         ip("-n", self.ns_s, "addr", "add", self.s_admin_ip + "/30", "dev",
            self.admin_s)
-        ip("-n", self.ns_s, "addr", "add", self.s_ip + "/30", "dev",
-           self.link_s)
-        ip("-n", self.ns_a, "addr", "add", self.a_ip + "/30", "dev",
-           self.link_a)
-        for ns, dev in ((self.ns_s, self.admin_s), (self.ns_s, self.link_s),
-                        (self.ns_a, self.link_a), (self.ns_s, "lo"),
-                        (self.ns_a, "lo")):
+        ups = [(self.ns_s, self.admin_s), (self.ns_s, "lo")]
+        for i, ns in enumerate(self.ns_as):
+            ip("link", "add", self.links_s[i], "netns", self.ns_s, "type",
+               "veth", "peer", "name", self.links_a[i], "netns", ns)
+            ip("-n", self.ns_s, "addr", "add", self.s_ips[i] + "/30", "dev",
+               self.links_s[i])
+            ip("-n", ns, "addr", "add", self.a_ips[i] + "/30", "dev",
+               self.links_a[i])
+            ups += [(self.ns_s, self.links_s[i]), (ns, self.links_a[i]),
+                    (ns, "lo")]
+        for ns, dev in ups:
             ip("-n", ns, "link", "set", dev, "up")
 
-    def link(self, up):
-        ip("-n", self.ns_a, "link", "set", self.link_a, "up" if up else "down")
+    def link(self, up, agent=0):
+        ip("-n", self.ns_as[agent], "link", "set", self.links_a[agent],
+           "up" if up else "down")
 
     def close(self):
         subprocess.run(["ip", "link", "del", self.admin_root],
                        capture_output=True)
-        for ns in (self.ns_s, self.ns_a):
+        for ns in [self.ns_s] + self.ns_as:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
@@ -145,14 +165,36 @@ def metrics_at(host, port):
     return out
 
 
-def agent_in(net, socket_path):
-    p = Proc(["ip", "netns", "exec", net.ns_a, AGENT,
+def agent_in(net, socket_path, agent=0, flush="100ms"):
+    ns = net.ns_as[agent]
+    p = Proc(["ip", "netns", "exec", ns, AGENT,
               "--listen=unix:" + socket_path,
-              "--coordinator=%s:%d" % (net.s_ip, PORT),
-              "--metrics_address=127.0.0.1:0", "--flush_interval=100ms"],
-             r"listening on (\S+) .*metrics on port (\d+)", "agent")
+              "--coordinator=%s:%d" % (net.s_ips[agent], PORT),
+              "--agent_id=netns-agent-%d" % agent,
+              "--metrics_address=127.0.0.1:0", "--flush_interval=" + flush],
+             r"listening on (\S+) .*metrics on port (\d+)",
+             "agent%d" % agent)
     p.target = "unix:" + socket_path
+    port = int(p.ready_match.group(2))
+    # Its metrics listen inside its namespace: read them from there.
+    p.scrape = lambda: scrape_in(ns, port)
     return p
+
+
+def scrape_in(ns, port):
+    """metrics_at(127.0.0.1, port) as seen inside namespace `ns`."""
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, "/usr/bin/python3", "-c",
+         "import urllib.request, sys; sys.stdout.write(urllib.request."
+         "urlopen('http://127.0.0.1:%d/metrics', timeout=10).read()"
+         ".decode())" % port], check=True, capture_output=True,
+        text=True).stdout
+    metrics = {}
+    for line in out.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            metrics[key] = float(value)
+    return metrics
 
 
 def source_of(call):
@@ -360,3 +402,134 @@ def test_staggerd_killed_while_calls_are_held_restarts_from_its_state(
                == "coordinator", timeout=30, interval=0.2)
     assert first_attempt_source(EP) == "coordinator", (
         "a first attempt to an open endpoint admitted locally")
+
+
+PARTITION_S = 10
+PARTITION_DEADLINE_S = 15.0
+
+
+@pytest.fixture
+def net2():
+    n = Net(agents=2)
+    yield n
+    n.close()
+
+
+def test_one_agent_cut_off_the_other_unaffected_counts_once(
+        net2, procs, tmp_path):
+    """Two agents, leases live; agent 0's link goes down for PARTITION_S
+    while calls are held through it. Its held calls end by their deadline;
+    once its lease has ended it answers from the fallback, and its metrics
+    say so; agent 1 answers under its lease throughout. After the heal,
+    agent 0's lease is back within seconds, and every local answer of both
+    agents reached staggerd exactly once."""
+    config = tmp_path / "config.textproto"
+    config.write_text(
+        "default_policy { breaker { consecutive_failures: 3 "
+        "open_base { seconds: %d } open_max { seconds: %d } "
+        "half_open_probes: 1 close_after_successes: 1 "
+        "probe_timeout { seconds: %d } } }\n"
+        % (OPEN_S * 3, OPEN_S * 3, 3))  # learning: 3 s, then leases
+    sd = staggerd_in(net2, config, ())
+    procs(sd)
+    # Agent 0 flushes every second, so some of its counts are in flight or
+    # unsent when its link goes down.
+    agents = [agent_in(net2, str(tmp_path / "a0.sock"), agent=0, flush="1s"),
+              agent_in(net2, str(tmp_path / "a1.sock"), agent=1)]
+    for a in agents:
+        procs(a)
+    direct = rpc.RetryCoordinatorStub(grpc.insecure_channel(sd.target))
+    via = [rpc.RetryCoordinatorStub(grpc.insecure_channel(a.target))
+           for a in agents]
+
+    def deliver(i, n):
+        """A healthy first attempt and its success through agent i; the
+        Admit's source."""
+        ep = "https://healthy-%d-%d.example/hook" % (i, n)
+        _, call = via[i].Admit.with_call(
+            pb.AdmitRequest(endpoint=ep, attempt=1), timeout=10)
+        via[i].Report(pb.ReportRequest(endpoint=ep, attempt=1,
+                                       outcome=pb.SUCCESS), timeout=10)
+        return source_of(call)
+    poll_until("both agents leased",
+               lambda: deliver(0, 0) == "lease" and deliver(1, 0) == "lease")
+    for n in range(1, 41):
+        assert deliver(0, n) == "lease"
+    for _ in range(3):  # the breaker opens
+        direct.Report(pb.ReportRequest(endpoint=EP, attempt=1,
+                                       outcome=pb.RETRYABLE_FAILURE),
+                      timeout=10)
+    answers = []
+    lock = threading.Lock()
+
+    def held_call():
+        req = pb.AdmitRequest(endpoint=EP, attempt=2)
+        req.wait.seconds = WAIT_S
+        started = time.monotonic()
+        try:
+            resp, c = via[0].Admit.with_call(req,
+                                             timeout=PARTITION_DEADLINE_S)
+            got = (resp.decision, source_of(c), None)
+        except grpc.RpcError as e:
+            got = (None, None, e.code())
+        with lock:
+            answers.append((started, time.monotonic()) + got)
+    threads = [threading.Thread(target=held_call) for _ in range(CALLS)]
+    for t in threads:
+        t.start()
+    poll_until("%d entries in staggerd's line" % CALLS, lambda: sd.scrape().get(
+        "stagger_waiting_calls") == float(CALLS))
+
+    net2.link(up=False, agent=0)
+    cut = time.monotonic()
+    fallback_before = metric_sum(agents[0].scrape(),
+                                 "stagger_client_fallback_decisions_total")
+    # Agent 0's lease ends within its ttl (1 s); then it answers from the
+    # fallback, and says so.
+    n = [100]
+
+    def next_source(i):
+        n[0] += 1
+        return deliver(i, n[0])
+    poll_until("agent 0 off its lease", lambda: next_source(0) != "lease",
+               timeout=5, interval=0.05)
+    lease_ended = time.monotonic() - cut
+    assert lease_ended < 1 + SLACK_S, lease_ended
+    sources = set()
+    while time.monotonic() - cut < PARTITION_S:
+        sources.add(next_source(0))
+        assert next_source(1) == "lease", "agent 1 lost its lease"
+        time.sleep(0.2)
+    assert sources == {"local"}, sources
+    assert agents[0].scrape().get("stagger_client_leases") == 0.0
+    assert metric_sum(agents[0].scrape(),
+                      "stagger_client_fallback_decisions_total") > \
+        fallback_before
+    for t in threads:
+        t.join(PARTITION_DEADLINE_S + SLACK_S)
+    assert len(answers) == CALLS
+    for started, ended, decision, source, error in answers:
+        assert error is None, "a held call failed: %s" % error
+        assert ended - started < PARTITION_DEADLINE_S, (ended - started)
+
+    net2.link(up=True, agent=0)
+    healed = time.monotonic()
+    poll_until("agent 0 leased again", lambda: next_source(0) == "lease",
+               timeout=10, interval=0.2)
+    back = time.monotonic() - healed
+
+    def counted_once():
+        local = sum(metric_sum(a.scrape(),
+                               "stagger_client_lease_decisions_total")
+                    for a in agents)
+        return metric_sum(sd.scrape(), "stagger_counted_total") == local
+    poll_until("every local answer counted at staggerd", counted_once,
+               timeout=10, interval=0.5)
+    m = sd.scrape()
+    assert m.get('stagger_count_reports_total{result="lost"}', 0) == 0
+    log("agent 0's lease ended %.2fs after the cut; its held calls ended by"
+        " %.2fs; its lease was back %.2fs after the heal; staggerd counted"
+        " %d local answers, %d duplicate reports ignored"
+        % (lease_ended, max(a[1] for a in answers) - cut, back,
+           metric_sum(m, "stagger_counted_total"),
+           m.get('stagger_count_reports_total{result="duplicate"}', 0)))
