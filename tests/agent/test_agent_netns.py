@@ -153,16 +153,20 @@ def staggerd_in(net, config, extra):
     return p
 
 
-def metrics_at(host, port):
-    """{"name{labels}": value} of the /metrics page at host:port."""
-    text = urllib.request.urlopen(
-        "http://%s:%d/metrics" % (host, port), timeout=10).read().decode()
+def parse_metrics(text):
+    """{"name{labels}": value} of a /metrics page's text."""
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
     return out
+
+
+def metrics_at(host, port):
+    """parse_metrics of the /metrics page at host:port."""
+    return parse_metrics(urllib.request.urlopen(
+        "http://%s:%d/metrics" % (host, port), timeout=10).read().decode())
 
 
 def agent_in(net, socket_path, agent=0, flush="100ms"):
@@ -189,12 +193,34 @@ def scrape_in(ns, port):
          "urlopen('http://127.0.0.1:%d/metrics', timeout=10).read()"
          ".decode())" % port], check=True, capture_output=True,
         text=True).stdout
-    metrics = {}
-    for line in out.splitlines():
-        if line and not line.startswith("#"):
-            key, value = line.rsplit(" ", 1)
-            metrics[key] = float(value)
-    return metrics
+    return parse_metrics(out)
+
+
+def hold_calls(sd, stub, deadline_s):
+    """CALLS waiting Admits (attempt 2 to EP, wait WAIT_S) through `stub`,
+    each on a thread with its worker's deadline, once staggerd holds them
+    all. Returns (threads, answers): each answer is (started, ended,
+    decision, stagger-source, error code), appended when the call ends."""
+    answers = []
+    lock = threading.Lock()
+
+    def call():
+        req = pb.AdmitRequest(endpoint=EP, attempt=2)
+        req.wait.seconds = WAIT_S
+        started = time.monotonic()
+        try:
+            resp, c = stub.Admit.with_call(req, timeout=deadline_s)
+            got = (resp.decision, source_of(c), None)
+        except grpc.RpcError as e:
+            got = (None, None, e.code())
+        with lock:
+            answers.append((started, time.monotonic()) + got)
+    threads = [threading.Thread(target=call) for _ in range(CALLS)]
+    for t in threads:
+        t.start()
+    poll_until("%d entries in staggerd's line" % CALLS, lambda: sd.scrape().get(
+        "stagger_waiting_calls") == float(CALLS))
+    return threads, answers
 
 
 def source_of(call):
@@ -247,25 +273,7 @@ def link_dies_while_calls_are_held(net, procs, tmp_path, staggerd_flags):
                       timeout=10)
     tripped = time.monotonic()
 
-    answers = []
-    lock = threading.Lock()
-
-    def call():
-        req = pb.AdmitRequest(endpoint=EP, attempt=2)
-        req.wait.seconds = WAIT_S
-        started = time.monotonic()
-        try:
-            resp, c = via_agent.Admit.with_call(req, timeout=DEADLINE_S)
-            got = (resp.decision, source_of(c), None)
-        except grpc.RpcError as e:
-            got = (None, None, e.code())
-        with lock:
-            answers.append((started, time.monotonic()) + got)
-    threads = [threading.Thread(target=call) for _ in range(CALLS)]
-    for t in threads:
-        t.start()
-    poll_until("%d entries in staggerd's line" % CALLS, lambda: sd.scrape().get(
-        "stagger_waiting_calls") == float(CALLS))
+    threads, answers = hold_calls(sd, via_agent, DEADLINE_S)
 
     net.link(up=False)
     cut = time.monotonic()
@@ -358,25 +366,7 @@ def test_staggerd_killed_while_calls_are_held_restarts_from_its_state(
     poll_until("the trip saved", lambda: metric_sum(
         sd.scrape(), "stagger_state_saves_total") >= saves + 2)
 
-    answers = []
-    lock = threading.Lock()
-
-    def call():
-        req = pb.AdmitRequest(endpoint=EP, attempt=2)
-        req.wait.seconds = WAIT_S
-        started = time.monotonic()
-        try:
-            resp, c = via_agent.Admit.with_call(req, timeout=CRASH_DEADLINE_S)
-            got = (resp.decision, source_of(c), None)
-        except grpc.RpcError as e:
-            got = (None, None, e.code())
-        with lock:
-            answers.append((started, time.monotonic()) + got)
-    threads = [threading.Thread(target=call) for _ in range(CALLS)]
-    for t in threads:
-        t.start()
-    poll_until("%d entries in staggerd's line" % CALLS, lambda: sd.scrape().get(
-        "stagger_waiting_calls") == float(CALLS))
+    threads, answers = hold_calls(sd, via_agent, CRASH_DEADLINE_S)
 
     sd.kill()  # SIGKILL: no drain, no last save
     killed = time.monotonic()
@@ -459,26 +449,7 @@ def test_one_agent_cut_off_the_other_unaffected_counts_once(
         direct.Report(pb.ReportRequest(endpoint=EP, attempt=1,
                                        outcome=pb.RETRYABLE_FAILURE),
                       timeout=10)
-    answers = []
-    lock = threading.Lock()
-
-    def held_call():
-        req = pb.AdmitRequest(endpoint=EP, attempt=2)
-        req.wait.seconds = WAIT_S
-        started = time.monotonic()
-        try:
-            resp, c = via[0].Admit.with_call(req,
-                                             timeout=PARTITION_DEADLINE_S)
-            got = (resp.decision, source_of(c), None)
-        except grpc.RpcError as e:
-            got = (None, None, e.code())
-        with lock:
-            answers.append((started, time.monotonic()) + got)
-    threads = [threading.Thread(target=held_call) for _ in range(CALLS)]
-    for t in threads:
-        t.start()
-    poll_until("%d entries in staggerd's line" % CALLS, lambda: sd.scrape().get(
-        "stagger_waiting_calls") == float(CALLS))
+    threads, answers = hold_calls(sd, via[0], PARTITION_DEADLINE_S)
 
     net2.link(up=False, agent=0)
     cut = time.monotonic()
