@@ -98,6 +98,18 @@ class SyncServiceTest : public ::testing::Test {
     up.set_acked_version(acked);
     return up;
   }
+  // Reads what came before the cut, then expects the stream's end:
+  // RESOURCE_EXHAUSTED, or CANCELLED (staggerd cancels a peer that would
+  // not read its status).
+  static void ExpectCutOff(Stream& s) {
+    v1::SyncDown down;
+    while (s.rw->Read(&down)) {
+    }
+    const grpc::Status st = s.rw->Finish();
+    EXPECT_TRUE(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                st.error_code() == grpc::StatusCode::CANCELLED)
+        << st.error_message();
+  }
   void Advance(absl::Duration d) {
     mono_.Advance(d);
     wall_.Advance(d);
@@ -198,13 +210,7 @@ TEST_F(SyncServiceTest, APeerThatSendsButNeverReadsIsCancelled) {
   }
   EXPECT_EQ(hub_.streams(), 0);
   EXPECT_GT(sent, SyncService::kMaxQueuedAnswers) << "cut at the bound only";
-  v1::SyncDown down;
-  while (s->rw->Read(&down)) {
-  }
-  const grpc::Status st = s->rw->Finish();
-  EXPECT_TRUE(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-              st.error_code() == grpc::StatusCode::CANCELLED)
-      << st.error_message();
+  ExpectCutOff(*s);
 }
 
 TEST_F(SyncServiceTest, BadMessagesAndAnotherProtocolAreRefusedByName) {
@@ -366,13 +372,7 @@ TEST_F(SmallBacklogTest, AStreamThatNeverReadsFallsBehindAndEnds) {
   ASSERT_EQ(code, grpc::StatusCode::RESOURCE_EXHAUSTED)
       << "the stream never fell behind";
   s->ctx.TryCancel();
-  v1::SyncDown down;
-  while (s->rw->Read(&down)) {
-  }
-  const grpc::Status st = s->rw->Finish();
-  EXPECT_TRUE(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-              st.error_code() == grpc::StatusCode::CANCELLED)
-      << st.error_message();
+  ExpectCutOff(*s);
 }
 
 }  // namespace
