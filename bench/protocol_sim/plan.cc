@@ -89,6 +89,22 @@ Item Fault(Draw& d, const Plan& p, ItemKind kind) {
   return it;
 }
 
+// `n` deliveries by `agent` to `key`, each at from + [0, span_ms] with a
+// 2-8 s deadline and no cancel: the traffic a fault cluster aims at its key.
+void AddDeliveries(Draw& d, Plan& p, int n, int agent, int key,
+                   absl::Duration from, int64_t span_ms) {
+  for (int i = 0; i < n; ++i) {
+    Item it;
+    it.kind = ItemKind::kDelivery;
+    it.agent = agent;
+    it.key = key;
+    it.at = from + d.Ms(0, static_cast<int>(span_ms));
+    it.deadline = d.Ms(2000, 8000);
+    it.cancel_after = absl::InfiniteDuration();
+    p.items.push_back(it);
+  }
+}
+
 // A replica crash with what its holds exist for: a key it owns fails
 // around the crash, an agent that held its lease is cut off (from the
 // restarted replica, or from the one that stands in for it), and both
@@ -129,16 +145,8 @@ void AddCrashCluster(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   p.items.push_back(cut);
   for (int agent : {cut.agent, d.Int(0, p.agents - 1)}) {
     const int n = d.Int(4, 12);
-    for (int i = 0; i < n; ++i) {
-      Item it;
-      it.kind = ItemKind::kDelivery;
-      it.agent = agent;
-      it.key = key;
-      it.at = crash.at - absl::Milliseconds(500) + d.Ms(0, 4000);
-      it.deadline = d.Ms(2000, 8000);
-      it.cancel_after = absl::InfiniteDuration();
-      p.items.push_back(it);
-    }
+    AddDeliveries(d, p, n, agent, key, crash.at - absl::Milliseconds(500),
+                  4000);
   }
 }
 
@@ -173,16 +181,7 @@ void AddSlowThenStall(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   p.items.push_back(outage);
   for (int agent : {slow.agent, d.Int(0, p.agents - 1)}) {
     const int n = d.Int(4, 12);
-    for (int i = 0; i < n; ++i) {
-      Item it;
-      it.kind = ItemKind::kDelivery;
-      it.agent = agent;
-      it.key = key;
-      it.at = outage.at + d.Ms(0, 4000);
-      it.deadline = d.Ms(2000, 8000);
-      it.cancel_after = absl::InfiniteDuration();
-      p.items.push_back(it);
-    }
+    AddDeliveries(d, p, n, agent, key, outage.at, 4000);
   }
 }
 
@@ -227,16 +226,8 @@ void AddStepBackDuringLateCounts(Draw& d, Plan& p,
                 t0 + absl::Milliseconds(900)}};
   for (const auto& w : waves) {
     const int n = d.Int(3, 8);
-    for (int i = 0; i < n; ++i) {
-      Item it;
-      it.kind = ItemKind::kDelivery;
-      it.agent = w.agent;
-      it.key = key;
-      it.at = w.from + d.Ms(0, absl::ToInt64Milliseconds(w.to - w.from));
-      it.deadline = d.Ms(2000, 8000);
-      it.cancel_after = absl::InfiniteDuration();
-      p.items.push_back(it);
-    }
+    AddDeliveries(d, p, n, w.agent, key, w.from,
+                  absl::ToInt64Milliseconds(w.to - w.from));
   }
 }
 
@@ -282,17 +273,8 @@ void AddStandInBehindSlowLink(Draw& d, Plan& p,
   outage.length = healed - outage.at + d.Ms(1000, 2000);
   p.items.push_back(outage);
   const int n = d.Int(8, 16);
-  const int64_t span = absl::ToInt64Milliseconds(healed - cut.at) + 1500;
-  for (int i = 0; i < n; ++i) {
-    Item it;
-    it.kind = ItemKind::kDelivery;
-    it.agent = slow.agent;
-    it.key = key;
-    it.at = cut.at + d.Ms(0, static_cast<int>(span));
-    it.deadline = d.Ms(2000, 8000);
-    it.cancel_after = absl::InfiniteDuration();
-    p.items.push_back(it);
-  }
+  AddDeliveries(d, p, n, slow.agent, key, cut.at,
+                absl::ToInt64Milliseconds(healed - cut.at) + 1500);
 }
 
 void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
