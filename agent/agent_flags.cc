@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "core/config/config_loader.h"
+#include "core/lease/time_bounds.h"
 
 ABSL_FLAG(std::string, listen, "unix:/run/stagger/agent.sock",
           "where workers reach the agent: unix:/path (its folder must exist) "
@@ -31,7 +32,7 @@ ABSL_FLAG(std::string, agent_id, "",
 ABSL_FLAG(bool, leases, true,
           "answer first attempts and successes on clear endpoints here, "
           "under the coordinators' leases");
-ABSL_FLAG(absl::Duration, flush_interval, absl::Milliseconds(500),
+ABSL_FLAG(absl::Duration, flush_interval, stagger::lease::kDefaultFlushInterval,
           "how often counts of local answers go to the coordinators; "
           "(0, 1s]");
 ABSL_FLAG(absl::Duration, call_deadline, absl::Milliseconds(50),

@@ -87,6 +87,7 @@
 #include "core/engine/decision.h"
 #include "core/engine/engine_config.h"
 #include "core/engine/random.h"
+#include "core/lease/time_bounds.h"
 
 // Passed through ClientOptions only; never dereferenced by this header.
 namespace grpc {
@@ -228,8 +229,9 @@ struct ClientOptions {
   // The name the coordinators know this client by: 1..256 bytes. Empty:
   // the host name.
   std::string lease_holder_id;
-  // How often counts of local answers go up: (0, 1s]. Default 500 ms.
-  absl::Duration lease_flush_interval = absl::Milliseconds(500);
+  // How often counts of local answers go up: (0, 1s]. Default 1 s. The
+  // lease is renewed at least twice per ttl whatever this says.
+  absl::Duration lease_flush_interval = lease::kDefaultFlushInterval;
 };
 
 class CoordinatorClient final : public Coordinator {

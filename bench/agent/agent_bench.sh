@@ -51,7 +51,7 @@
 #   AGENTS [4]  AGENT_ENDPOINTS [1000]  AGENT_THREADS [32]  RATE [5000]
 #   LEASE_TTL [2s] (staggerd's default)  PROBE_TIMEOUT_MS [2000] (the
 #   config's breaker.probe_timeout: with the ttl, the learning period)
-#   FLUSH_INTERVAL [500ms] (the agents')
+#   FLUSH_INTERVAL [1s] (the agents')
 #   CALLS_DURATION [10s]  CAP_DURATION [3s]  LAT_DURATION [5s]
 #   LAT_REPEAT [3]  LAT_ENDPOINTS [100]  VICTIM_DURATION [25s]
 #   HALF_OPEN_PROBES [5]  OPEN_BASE_MS [200] (the victims' breaker)
@@ -73,7 +73,7 @@ threads=${AGENT_THREADS:-32}
 rate=${RATE:-5000}
 lease_ttl=${LEASE_TTL:-2s}
 probe_timeout_ms=${PROBE_TIMEOUT_MS:-2000}
-flush=${FLUSH_INTERVAL:-500ms}
+flush=${FLUSH_INTERVAL:-1s}
 calls_duration=${CALLS_DURATION:-10s}
 cap_duration=${CAP_DURATION:-3s}
 lat_duration=${LAT_DURATION:-5s}

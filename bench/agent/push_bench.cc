@@ -56,6 +56,7 @@
 #include "bench/bench_keys.h"
 #include "bench/child_process.h"
 #include "core/cli/usage.h"
+#include "core/lease/time_bounds.h"
 #include "grpcpp/grpcpp.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
 
@@ -66,7 +67,7 @@ ABSL_FLAG(absl::Duration, gap, absl::Milliseconds(20),
           "between a trial's last arrival and the next trial's Report");
 ABSL_FLAG(int, mass_keys, 10000,
           "keys entering at once after the trials; 0..100000 (0: none)");
-ABSL_FLAG(absl::Duration, flush_interval, absl::Milliseconds(500),
+ABSL_FLAG(absl::Duration, flush_interval, stagger::lease::kDefaultFlushInterval,
           "how often each stream sends its message up (its renewal)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
           "the most a lease, or a key's arrival on every stream, may take");

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/lease/time_bounds.h"
 #include "grpcpp/grpcpp.h"
 #include "stagger/v1/sync.grpc.pb.h"
 
@@ -51,7 +52,7 @@ class SyncWatcher {
     std::string target;    // staggerd, host:port
     std::string agent_id;  // 1..256 bytes
     uint64_t incarnation = 1;  // != 0
-    absl::Duration flush_interval = absl::Milliseconds(500);
+    absl::Duration flush_interval = lease::kDefaultFlushInterval;
     int channel_index = 0;  // makes the connection its own
   };
   // One message down: when it arrived and its serialized size.

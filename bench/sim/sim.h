@@ -99,6 +99,7 @@
 #include "absl/time/time.h"
 #include "core/engine/decision.h"
 #include "core/engine/engine_config.h"
+#include "core/lease/time_bounds.h"
 
 namespace stagger::sim {
 
@@ -233,7 +234,7 @@ struct LeaseModel {
   int agents = 4;
   // Each agent sends its counts and renews its stream lease this often
   // (10 ms..1 min); agent a first at (a + 1) / agents of it.
-  absl::Duration flush_interval = absl::Milliseconds(500);
+  absl::Duration flush_interval = lease::kDefaultFlushInterval;
   // One way, agent -> coordinator and coordinator -> agent (0..10 s).
   absl::Duration push_latency = absl::Milliseconds(1);
   // The stream leases' time to live (1 s..10 min, --lease_ttl's range).

@@ -78,7 +78,7 @@ class SyncSession final : public lease::LinkView {
     std::string agent_id;      // 1..256 bytes
     uint64_t incarnation = 0;  // != 0
     std::vector<std::string> members;  // the client's members, by name
-    absl::Duration flush_interval = absl::Milliseconds(500);
+    absl::Duration flush_interval = lease::kDefaultFlushInterval;
     absl::Duration max_backoff = absl::Seconds(1);
     // The lease's clock: monotonic (engine::MonotonicClock in production).
     const engine::Clock* clock = nullptr;

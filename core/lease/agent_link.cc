@@ -49,7 +49,7 @@ std::vector<Up> AgentLink::OnOpen(absl::Time now) {
     u.counts = std::move(r);
     out.push_back(std::move(u));
   }
-  next_flush_ = now + options_.flush_interval;
+  next_flush_ = now + RenewEvery();
   return out;
 }
 
@@ -134,6 +134,10 @@ void AgentLink::Apply(const SetDelta& d) {
 
 void AgentLink::Renewed(const Down& down, absl::Time now) {
   if (down.renewed == 0) return;
+  if (down.ttl > absl::ZeroDuration()) {
+    granted_ttl_ = down.ttl;
+    next_flush_ = std::min(next_flush_, now + RenewEvery());
+  }
   // A renewal for a set newer than this copy is not taken: the copy must
   // be current for answers given under it.
   if (!have_copy_ || down.version > version_) return;
@@ -173,9 +177,14 @@ std::optional<Up> AgentLink::Poll(absl::Time now) {
   Up u = NewUp(now);
   if (flush) {
     u.counts = counts_.TakeReport();
-    next_flush_ = now + options_.flush_interval;
+    next_flush_ = now + RenewEvery();
   }
   return u;
+}
+
+absl::Duration AgentLink::RenewEvery() const {
+  if (granted_ttl_ <= absl::ZeroDuration()) return options_.flush_interval;
+  return std::min(options_.flush_interval, granted_ttl_ / 2);
 }
 
 absl::Time AgentLink::NextPoll() const {

@@ -27,9 +27,11 @@
 //     copy is as new as the renewal's version. Versions only move forward.
 //   * OnBroken(): the stream ended; the lease runs on until its end (the
 //     replica keeps it until then too) and the copy stays.
-//   * Poll(now): the message due now, if any: every flush_interval (counts
+//   * Poll(now): the message due now, if any: every RenewEvery() (counts
 //     and a renewal), and within kNudge of a delta that added entries (the
-//     replica's probes wait for that acknowledgement).
+//     replica's probes wait for that acknowledgement). RenewEvery() is
+//     flush_interval, or half the ttl the replica granted if that is
+//     shorter: a lease is renewed at least twice per ttl.
 //   * FlushFor(key, now): that key's counts as a message of their own, to
 //     go before a failure report on the key (the replica learns the
 //     successes before the failure). Applied(seq) says when they were.
@@ -55,6 +57,7 @@
 #include "core/engine/decision.h"
 #include "core/lease/count_book.h"
 #include "core/lease/messages.h"
+#include "core/lease/time_bounds.h"
 
 namespace stagger::lease {
 
@@ -86,7 +89,7 @@ class AgentLink final : public LinkView {
     std::string agent_id;      // 1..256 bytes
     uint64_t incarnation = 0;  // != 0
     std::vector<std::string> members;  // the agent's members, by name
-    absl::Duration flush_interval = absl::Milliseconds(500);
+    absl::Duration flush_interval = kDefaultFlushInterval;
   };
   // What the agent can tell about this link (status pages, metrics).
   struct Status {
@@ -145,6 +148,8 @@ class AgentLink final : public LinkView {
   void Renewed(const Down& down, absl::Time now);
   bool Covered(absl::string_view key) const;
   absl::Duration JitterFor(absl::string_view key);
+  // How often a message goes up with counts and a renewal (Poll).
+  absl::Duration RenewEvery() const;
   // `now` on the replica's clock, as a lower bound (the latest message
   // down was sent before it arrived).
   absl::Time ReplicaTime(absl::Time now) const;
@@ -155,6 +160,7 @@ class AgentLink final : public LinkView {
   std::deque<std::pair<uint64_t, absl::Time>> sent_;  // number, when
   absl::Time lease_until_ = absl::InfinitePast();
   absl::Time next_flush_ = absl::InfinitePast();
+  absl::Duration granted_ttl_ = absl::ZeroDuration();  // the last renewal's
   bool ack_due_ = false;
   absl::Time ack_due_since_ = absl::InfiniteFuture();
   bool resync_ = false;

@@ -8,6 +8,10 @@
 // renewal, for the full ttl. The agent sent first, so its lease always
 // ends first in true time, whatever the network's delays.
 //
+// Renewals. An agent renews its lease with every message it sends up,
+// at least every kDefaultFlushInterval by default, and at least twice per
+// ttl whatever its flush interval (AgentLink::RenewEvery).
+//
 // Sends. A first attempt the agent admits carries a delay of up to the
 // policy's initial jitter, and its worker sends it after that delay, give
 // or take kSendSlack. So a local admission decided at t is on the wire by
@@ -22,6 +26,10 @@ namespace stagger::lease {
 
 inline constexpr double kMaxDrift = 0.01;
 inline constexpr absl::Duration kSendSlack = absl::Milliseconds(100);
+// The default flush interval (stagger-agent's --flush_interval,
+// ClientOptions::lease_flush_interval): one message per agent per second
+// carries its counts and renews its lease.
+inline constexpr absl::Duration kDefaultFlushInterval = absl::Seconds(1);
 
 // How long the agent's lease lasts on its own clock.
 inline absl::Duration AgentLeaseSpan(absl::Duration ttl) {

@@ -95,10 +95,12 @@ RULES = [
     ("client/node", {"std", "protobuf", "grpc", "proto"}, []),
     ("client/go", {"std", "protobuf", "grpc", "proto"}, []),
     # The public headers: what a worker includes. Of core, only these
-    # value types.
+    # value types, and the lease protocol's time constants (the default
+    # flush interval).
     ("client", {"std", "absl"},
      ["core/engine/clock.h", "core/engine/decision.h",
-      "core/engine/engine_config.h", "core/engine/random.h"]),
+      "core/engine/engine_config.h", "core/engine/random.h",
+      "core/lease/time_bounds.h"]),
     # staggerctl: the operator's Admin tool, beside the worker library. It
     # uses the client's public headers (TLS options, the watch), never its
     # implementation.

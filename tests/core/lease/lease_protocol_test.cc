@@ -24,6 +24,8 @@ using ::stagger::testing::FakeClock;
 
 constexpr char kEp[] = "https://partner.example/orders";
 constexpr absl::Duration kTtl = absl::Seconds(2);
+// This file's agents flush every half second (one Advance(kFlush) each).
+constexpr absl::Duration kFlush = absl::Milliseconds(500);
 
 class LeaseProtocolTest : public ::testing::Test {
  protected:
@@ -41,9 +43,9 @@ class LeaseProtocolTest : public ::testing::Test {
   }
   ~LeaseProtocolTest() override { Planted() = {}; }
 
-  void StartReplica(uint64_t incarnation) {
+  void StartReplica(uint64_t incarnation, absl::Duration ttl = kTtl) {
     ReplicaSync::Options o;
-    o.ttl = kTtl;
+    o.ttl = ttl;
     o.incarnation = incarnation;
     replica_ = std::make_unique<ReplicaSync>(o, engine_.get(), &mono_);
     replica_->AttachToEngine();
@@ -53,6 +55,7 @@ class LeaseProtocolTest : public ::testing::Test {
     o.agent_id = std::move(id);
     o.incarnation = 99;
     o.members = {"stagger-0"};
+    o.flush_interval = kFlush;
     return o;
   }
   // Opens `a`'s stream and hands its first messages over; returns the
@@ -134,7 +137,7 @@ TEST_F(LeaseProtocolTest, ANewReplicaGrantsNoLeaseInItsFirstTtl) {
   EXPECT_FALSE(a.LocalOk(kEp, mono_.Now())) << "no lease yet";
   EXPECT_FALSE(LocalAdmit(a).has_value());
   Advance(kTtl);
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   Exchange(a, s);  // the flush renews
   EXPECT_TRUE(a.LocalOk(kEp, mono_.Now()));
 }
@@ -152,7 +155,7 @@ TEST_F(LeaseProtocolTest, AHealthyKeyNeverSeenIsAnsweredLocallyAndCounted) {
   ok.admission = d->admission;
   ASSERT_TRUE(a.Report(ok, mono_.Now()).has_value());
   EXPECT_FALSE(engine_->Inspect(kEp).ok()) << "the engine heard nothing yet";
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   Exchange(a, s);  // the flush carries the counts
   EXPECT_TRUE(engine_->Inspect(kEp).ok()) << "now it learned them";
   EXPECT_EQ(replica_->stats().counts_applied, 1);
@@ -202,8 +205,8 @@ TEST_F(LeaseProtocolTest, AnAgentMissingTheChangeHoldsTheProbeOneTtlAtMost) {
   // go up and are answered with renewals for the newer set.
   ASSERT_TRUE(replica_->Tick().has_value());
   for (absl::Duration t = absl::ZeroDuration(); t < 3 * kTtl;
-       t += absl::Milliseconds(500)) {
-    Advance(absl::Milliseconds(500));
+       t += kFlush) {
+    Advance(kFlush);
     Exchange(a, s);
   }
   EXPECT_FALSE(a.LocalOk(kEp, mono_.Now()))
@@ -216,7 +219,7 @@ TEST_F(LeaseProtocolTest, AnAgentMissingTheChangeHoldsTheProbeOneTtlAtMost) {
 TEST_F(LeaseProtocolTest, TheLeaseRunsFromWhenTheAgentSentNotWhenItHeard) {
   AgentLink a(AgentOptions("node-1"));
   const uint64_t s = Leased(a);
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   const absl::Time sent = mono_.Now();
   std::optional<Up> up = a.Poll(mono_.Now());
   ASSERT_TRUE(up.has_value());
@@ -227,6 +230,21 @@ TEST_F(LeaseProtocolTest, TheLeaseRunsFromWhenTheAgentSentNotWhenItHeard) {
   EXPECT_EQ(a.status(mono_.Now()).lease_until, sent + AgentLeaseSpan(kTtl));
 }
 
+TEST_F(LeaseProtocolTest, ALeaseIsRenewedTwicePerTtlWhateverTheFlushInterval) {
+  StartReplica(2, absl::Seconds(1));  // the shortest ttl staggerd grants
+  AgentLink::Options o = AgentOptions("node-1");
+  o.flush_interval = absl::Seconds(1);  // the longest flush an agent takes
+  AgentLink a(o);
+  const uint64_t s = Leased(a);
+  // The first renewal told the agent the ttl: it now renews every 500 ms,
+  // not every second, so its lease (980 ms from each send) never lapses.
+  for (int step = 1; step <= 50; ++step) {
+    Advance(absl::Milliseconds(100));
+    ASSERT_TRUE(a.LocalOk(kEp, mono_.Now())) << "lapsed at step " << step;
+    Exchange(a, s);
+  }
+}
+
 TEST_F(LeaseProtocolTest, ARenewalForANewerSetThanTheCopyIsNotTaken) {
   AgentLink a(AgentOptions("node-1"));
   const uint64_t s = Leased(a);
@@ -234,11 +252,11 @@ TEST_F(LeaseProtocolTest, ARenewalForANewerSetThanTheCopyIsNotTaken) {
   for (int i = 0; i < 2; ++i) Report(engine::Outcome::kRetryableFailure);
   std::optional<Down> push = replica_->Tick();  // lost on the way
   ASSERT_TRUE(push.has_value());
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   Exchange(a, s);
   EXPECT_EQ(a.status(mono_.Now()).lease_until, until) << "not renewed";
   a.OnDown(*push, mono_.Now());
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   Exchange(a, s);
   EXPECT_GT(a.status(mono_.Now()).lease_until, until);
 }
@@ -297,7 +315,7 @@ TEST_F(LeaseProtocolTest, CountsAreAppliedOnceInOrderAndAGapIsAnError) {
   AgentLink a(AgentOptions("node-1"));
   const uint64_t s = Leased(a);
   LocalAdmit(a);
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   std::optional<Up> up = a.Poll(mono_.Now());
   ASSERT_TRUE(up.has_value() && up->counts.has_value());
   EXPECT_EQ(up->counts->seq, 1u);
@@ -332,7 +350,7 @@ TEST_F(LeaseProtocolTest, LateSuccessesEndARunOnlyOnThisIncarnationsClock) {
   ok.outcome = engine::Outcome::kSuccess;
   ok.attempt = 1;
   ASSERT_TRUE(a.Report(ok, mono_.Now()).has_value()) << "answered locally";
-  Advance(absl::Milliseconds(500));
+  Advance(kFlush);
   std::optional<Up> up = a.Poll(mono_.Now());
   ASSERT_TRUE(up.has_value() && up->counts.has_value());
   EXPECT_EQ(up->counts->clock_incarnation, 1u) << "stamped on incarnation 1";
