@@ -29,7 +29,7 @@ HeldBook::Held HeldBook::Take(uint64_t id) {
 }
 
 void HeldBook::Drop(uint64_t id) {
-  if (!held_.contains(id)) return;  // answered already
+  if (held_.count(id) == 0) return;  // answered already
   finished_.push_back(
       {Take(id).done, absl::CancelledError("cancelled while waiting")});
 }

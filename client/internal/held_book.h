@@ -11,7 +11,7 @@
 //       - the replica's answer (Answer), or its error;
 //       - DEADLINE_EXCEEDED at its give-up time (GiveUp(now));
 //       - CANCELLED after Drop(id) (its worker went away);
-//       - EndAll(status): the stream broke (UNAVAILABLE: the caller sends
+//       - EndAll(status), in the order the calls came: the stream broke (UNAVAILABLE: the caller sends
 //         the call another way);
 //       - EndAllLeft(): the replica left the members. UNAVAILABLE too: the
 //         caller re-routes the call to its key's new owner.
@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -94,7 +95,7 @@ class HeldBook {
   Held Take(uint64_t id);
 
   uint64_t next_id_ = 1;
-  absl::flat_hash_map<uint64_t, Held> held_;
+  std::map<uint64_t, Held> held_;  // by id: EndAll ends them in that order
   std::set<std::pair<absl::Time, uint64_t>> give_ups_;
   std::deque<uint64_t> holds_out_;  // not sent yet
   std::vector<uint64_t> drops_out_;

@@ -195,9 +195,11 @@ class WaitRoom {
     absl::Time next_look = absl::InfiniteFuture();
   };
   using Timer = std::pair<absl::Time, std::string>;
+  // Looks due at the same time go in key order (a driven room runs the
+  // same way every time).
   struct Later {
     bool operator()(const Timer& a, const Timer& b) const {
-      return a.first > b.first;
+      return a.first != b.first ? a.first > b.first : a.second > b.second;
     }
   };
   // What a look decided: calls to answer (outside the lock).
