@@ -32,12 +32,7 @@ ServiceHarness::Options RoomOptions() {
 }
 
 v1::HeldAdmit Held(uint64_t id, absl::Duration wait = absl::Seconds(60)) {
-  v1::HeldAdmit h;
-  h.set_id(id);
-  h.mutable_request()->set_endpoint(kEp);
-  h.mutable_request()->set_attempt(2);
-  h.mutable_request()->mutable_wait()->set_seconds(absl::ToInt64Seconds(wait));
-  return h;
+  return HeldAdmitTo(kEp, id, wait);
 }
 
 class AgentHeldCallsTest : public ::testing::Test {

@@ -26,12 +26,7 @@ engine::EngineConfig OneProbe() {
 }
 
 v1::HeldAdmit Held(uint64_t id, absl::Duration wait) {
-  v1::HeldAdmit h;
-  h.set_id(id);
-  h.mutable_request()->set_endpoint(kEp);
-  h.mutable_request()->set_attempt(2);
-  h.mutable_request()->mutable_wait()->set_seconds(absl::ToInt64Seconds(wait));
-  return h;
+  return HeldAdmitTo(kEp, id, wait);
 }
 
 class DrivenWaitRoomTest : public ::testing::Test {
