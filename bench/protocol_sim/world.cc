@@ -1095,9 +1095,16 @@ void World::GiveBackUnwritten(int a, int r) {
       continue;
     }
     // I5: unless a probe went out on the key since, its slot is free by
-    // kProbeReturnBound.
+    // kProbeReturnBound. A probe of a period that ended holds no slot.
     checks_.ProbeUnsent();
+    if (trace_) {
+      trace_(absl::StrFormat(
+          "%8.3fs replica %d: the stream of agent %d ended before it wrote "
+          "held call %d's probe of key %d",
+          absl::ToDoubleSeconds(Now()), r, a, u.answer.id(), u.key));
+    }
     const std::pair<uint64_t, uint64_t> given = rep.probe_given[u.key];
+    if (given.second != dec.admission()) continue;
     const uint64_t incarnation = rep.incarnation;
     const int key = u.key;
     const absl::Duration dropped_at = Now();
@@ -1122,6 +1129,10 @@ void World::NoteProbe(int r, int key, uint64_t admission) {
   std::pair<uint64_t, uint64_t>& g = replicas_[r]->probe_given[key];
   ++g.first;
   g.second = admission;
+  if (trace_) {
+    trace_(absl::StrFormat("%8.3fs replica %d: a probe of key %d (%x)",
+                           absl::ToDoubleSeconds(Now()), r, key, admission));
+  }
 }
 
 // Something the waiters' gates read changed (a report, counts, a reload,
