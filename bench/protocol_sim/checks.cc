@@ -128,4 +128,54 @@ void Checks::Stuck(int delivery, const std::string& state, absl::Duration at) {
        absl::StrCat("delivery ", delivery, " never ended (", state, ")"), at);
 }
 
+void Checks::HeldAnswered(uint64_t call, absl::Duration at, bool cancelled,
+                          bool worker_cancelled) {
+  auto it = held_due_.find(call);
+  if (it == held_due_.end()) {
+    return Fail("I4", absl::StrCat("held call ", call,
+                                   " was answered a second time"),
+                at);
+  }
+  ++held_calls_;
+  const absl::Duration due = it->second;
+  held_due_.erase(it);
+  if (at > due) {
+    return Fail("I4", absl::StrCat("held call ", call, " was answered at ",
+                                   Secs(at), ", after its give-up time ",
+                                   Secs(due)),
+                at);
+  }
+  if (cancelled && !worker_cancelled) {
+    Fail("I4", absl::StrCat("held call ", call,
+                            " was answered CANCELLED, but its worker had "
+                            "not cancelled it (it was not sent on)"),
+         at);
+  }
+}
+
+void Checks::ReplicaAnswered(uint64_t stream, uint64_t id, absl::Duration at) {
+  if (!replica_answered_.insert({stream, id}).second) {
+    Fail("I4", absl::StrCat("a replica answered held call id ", id,
+                            " of stream ", stream, " twice"),
+         at);
+  }
+}
+
+void Checks::SettleHeld(absl::Duration at) {
+  if (held_due_.empty()) return;
+  Fail("I4", absl::StrCat("held call ", held_due_.begin()->first,
+                          " was never answered (due ",
+                          Secs(held_due_.begin()->second), ")"),
+       at);
+}
+
+void Checks::ProbeKept(int replica, int key, absl::Duration dropped_at,
+                       absl::Duration at) {
+  Fail("I5", absl::StrCat("replica ", replica, " still holds the probe slot"
+                          " of key ", key, " whose answer its stream never "
+                          "wrote at ", Secs(dropped_at), " (",
+                          absl::FormatDuration(at - dropped_at), " later)"),
+       at);
+}
+
 }  // namespace stagger::protocol_sim

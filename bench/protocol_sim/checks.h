@@ -13,6 +13,15 @@
 //       settles (unless its agent said it was lost), and a replica never
 //       finds a gap. Late successes never end a run of failures whose last
 //       failure came after them (true times).
+//   I4. Exactly once. Every held call (a waiting Admit an agent holds over
+//       its stream) is answered exactly once by its agent's book, by its
+//       give-up time: min(start + wait + kHeldGrace, the worker's
+//       deadline), on the agent's clock. CANCELLED only if its worker
+//       cancelled. A replica answers each id of a stream at most once.
+//       Calls lost with a crashed agent are counted apart.
+//   I5. No leaked probe. A probe released to a held call whose answer
+//       the stream never wrote (it ended first) is free again within
+//       kProbeReturnBound: its slot is not held until probe_timeout.
 //   Progress. Every delivery ends (delivered, given up, cancelled, or lost
 //       with its agent) by the end of the quiet period.
 // Not thread-safe (one simulated world).
@@ -59,6 +68,23 @@ class Checks {
                  absl::Duration last_failure, absl::Duration at);
   // At the end: every report of the agents still alive reached a replica.
   void SettleCounts(const std::set<std::string>& alive_agents);
+  // --- I4 (`call`: the simulator's number for one held call)
+  static constexpr absl::Duration kProbeReturnBound = absl::Milliseconds(100);
+  void HeldBegun(uint64_t call, absl::Duration due) { held_due_[call] = due; }
+  void HeldAnswered(uint64_t call, absl::Duration at, bool cancelled,
+                    bool worker_cancelled);
+  void HeldLost(uint64_t call) {
+    held_due_.erase(call);
+    ++held_lost_;
+  }
+  void ReplicaAnswered(uint64_t stream, uint64_t id, absl::Duration at);
+  // At the end: every held call was answered.
+  void SettleHeld(absl::Duration at);
+  // --- I5: a probe answer the stream never wrote, and whether its slot is
+  // still held `kProbeReturnBound` later (by nobody else since).
+  void ProbeUnsent() { ++probes_unsent_; }
+  void ProbeKept(int replica, int key, absl::Duration dropped_at,
+                 absl::Duration at);
   // --- progress
   void Stuck(int delivery, const std::string& state, absl::Duration at);
 
@@ -66,6 +92,9 @@ class Checks {
   int64_t overlaps_checked() const { return local_sends_; }
   int64_t fallback_sends() const { return fallback_sends_; }
   int64_t probes() const { return probes_; }
+  int64_t held_calls() const { return held_calls_; }
+  int64_t held_lost() const { return held_lost_; }
+  int64_t probes_unsent() const { return probes_unsent_; }
 
  private:
   void Fail(const char* invariant, std::string what, absl::Duration at);
@@ -88,6 +117,13 @@ class Checks {
     std::set<std::pair<uint64_t, uint64_t>> applied_by;  // (inc, seq)
   };
   std::map<std::pair<std::string, int>, Reports> reports_;
+  // I4: held calls not yet answered -> by when; ids a stream answered.
+  std::map<uint64_t, absl::Duration> held_due_;
+  std::set<std::pair<uint64_t, uint64_t>> replica_answered_;
+  int64_t held_calls_ = 0;
+  int64_t held_lost_ = 0;
+  // I5
+  int64_t probes_unsent_ = 0;
 };
 
 }  // namespace stagger::protocol_sim

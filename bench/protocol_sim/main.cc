@@ -75,9 +75,11 @@ int OneSeed(uint64_t seed, const std::string& only) {
   std::cout << absl::StrFormat(
       "  %d events; deliveries: %d delivered, %d given up, %d cancelled, "
       "%d lost with their agent; %d local admits, %d local reports, %d "
-      "calls, %d fallback decisions, %d probes\n",
+      "calls, %d fallback decisions, %d probes; held calls: %d answered, "
+      "%d lost with their agent, %d probes never written\n",
       s.events, s.delivered, s.gave_up, s.cancelled, s.lost_with_agent,
-      s.local_admits, s.local_reports, s.central_calls, s.fallback, s.probes);
+      s.local_admits, s.local_reports, s.central_calls, s.fallback, s.probes,
+      s.held_calls, s.held_lost, s.probes_unsent);
   if (!r.violation.has_value()) {
     std::cout << "  no violation\n";
     return 0;
@@ -145,11 +147,13 @@ int Main(int argc, char** argv) {
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   std::cout << absl::StrFormat(
       "%d seeds in %.1f s (%.2f ms each): %d events, %d delivered, %d local "
-      "admits, %d local reports, %d calls, %d fallback decisions, %d probes\n",
+      "admits, %d local reports, %d calls, %d fallback decisions, %d probes, "
+      "%d held calls (%d lost with their agent, %d probes never written)\n",
       t.seeds, secs, 1000 * secs / std::max<int64_t>(1, t.seeds),
       t.stats.events, t.stats.delivered, t.stats.local_admits,
       t.stats.local_reports, t.stats.central_calls, t.stats.fallback,
-      t.stats.probes);
+      t.stats.probes, t.stats.held_calls, t.stats.held_lost,
+      t.stats.probes_unsent);
   if (t.first_failure.has_value()) {
     SeedResult r = RunSeed(*t.first_failure);
     std::cout << Report(r, Shrink(r.plan, *r.violation));

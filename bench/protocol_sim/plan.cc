@@ -85,6 +85,7 @@ Item Fault(Draw& d, const Plan& p, ItemKind kind) {
     case ItemKind::kReload: break;
     case ItemKind::kDuplicate: it.extra = d.Ms(50, 2000); break;
     case ItemKind::kDelivery: break;
+    case ItemKind::kMemberLeaves: it.length = d.Ms(200, 3000); break;
   }
   return it;
 }
@@ -277,6 +278,44 @@ void AddStandInBehindSlowLink(Draw& d, Plan& p,
                 absl::ToInt64Milliseconds(healed - cut.at) + 1500);
 }
 
+// Held calls cut off: a key's owner trips and holds waiting calls from an
+// agent, whose stream to it then stalls and breaks (answers it never
+// wrote must give their probes back), or whose members drop that replica
+// (its held calls must go on to the key's next owner).
+void AddHeldCallsCutOff(Draw& d, Plan& p, const wire::Rendezvous& owners) {
+  p.held_calls = true;
+  const int key = d.Int(0, p.keys - 1);
+  const int owner = static_cast<int>(owners.Owner(KeyName(key)));
+  const int agent = d.Int(0, p.agents - 1);
+  const absl::Duration t0 =
+      d.Ms(1000, absl::ToInt64Milliseconds(p.traffic) - 6000);
+  Item outage;
+  outage.kind = ItemKind::kOutage;
+  outage.key = key;
+  outage.at = t0;
+  outage.length = d.Ms(1500, 4000);
+  p.items.push_back(outage);
+  Item cut;
+  cut.agent = agent;
+  cut.replica = owner;
+  cut.at = t0 + d.Ms(500, 2500);
+  if (p.replicas > 1 && d.Chance(0.5)) {
+    cut.kind = ItemKind::kMemberLeaves;
+    cut.length = d.Ms(500, 3000);
+  } else {
+    cut.kind = ItemKind::kPartition;
+    cut.length = d.Ms(1000, 3000);
+    cut.detect = d.Ms(100, 900);
+  }
+  p.items.push_back(cut);
+  const int n = d.Int(4, 10);
+  const size_t first = p.items.size();
+  AddDeliveries(d, p, n, agent, key, t0, 3000);
+  for (size_t i = first; i < p.items.size(); ++i) {
+    p.items[i].wait = d.Ms(500, 4000);
+  }
+}
+
 void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   const int outages = d.Int(1, 4);
   for (int i = 0; i < outages; ++i) p.items.push_back(Fault(d, p, ItemKind::kOutage));
@@ -295,6 +334,8 @@ void AddFaults(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   if (d.Chance(0.3)) AddSlowThenStall(d, p, owners);
   if (d.Chance(0.5)) AddStepBackDuringLateCounts(d, p, owners);
   if (p.replicas > 1 && d.Chance(0.3)) AddStandInBehindSlowLink(d, p, owners);
+  // Last: the draws above stay as they were before held calls came.
+  if (d.Chance(0.4)) AddHeldCallsCutOff(d, p, owners);
 }
 
 }  // namespace
@@ -324,6 +365,7 @@ const char* ItemKindName(ItemKind k) {
     case ItemKind::kPause: return "pause";
     case ItemKind::kReload: return "reload";
     case ItemKind::kDuplicate: return "duplicate";
+    case ItemKind::kMemberLeaves: return "member-leaves";
   }
   return "?";
 }
@@ -370,12 +412,27 @@ std::string Plan::Size() const {
   for (const Item& it : items) deliveries += it.kind == ItemKind::kDelivery;
   return absl::StrFormat(
       "%d agents, %d replicas, %d keys, %d s (+%d s quiet), %d deliveries, "
-      "%d faults, ttl %s, flush %s",
+      "%d faults, ttl %s, flush %s%s",
       agents, replicas, keys, absl::ToInt64Seconds(traffic),
       absl::ToInt64Seconds(quiet), deliveries,
       static_cast<int>(items.size()) - deliveries, absl::FormatDuration(ttl),
-      absl::FormatDuration(flush));
+      absl::FormatDuration(flush), held_calls ? ", held calls" : "");
 }
+
+namespace {
+
+void DescribeDelivery(const Item& it, std::string* s) {
+  absl::StrAppend(s, " agent ", it.agent, " key ", it.key);
+  if (it.wait > absl::ZeroDuration()) {
+    absl::StrAppend(s, " waits ", absl::FormatDuration(it.wait));
+  }
+  if (it.cancel_after != absl::InfiniteDuration()) {
+    absl::StrAppend(s, " cancelled after ",
+                    absl::FormatDuration(it.cancel_after));
+  }
+}
+
+}  // namespace
 
 std::string Describe(const Item& it) {
   std::string s = absl::StrFormat("#%d %7.3fs %s", it.id,
@@ -383,11 +440,7 @@ std::string Describe(const Item& it) {
                                   ItemKindName(it.kind));
   switch (it.kind) {
     case ItemKind::kDelivery:
-      absl::StrAppend(&s, " agent ", it.agent, " key ", it.key);
-      if (it.cancel_after != absl::InfiniteDuration()) {
-        absl::StrAppend(&s, " cancelled after ",
-                        absl::FormatDuration(it.cancel_after));
-      }
+      DescribeDelivery(it, &s);
       break;
     case ItemKind::kOutage:
       absl::StrAppend(&s, " key ", it.key, " for ",
@@ -428,6 +481,10 @@ std::string Describe(const Item& it) {
     case ItemKind::kDuplicate:
       absl::StrAppend(&s, " agent ", it.agent, " / replica ", it.replica,
                       ", again ", absl::FormatDuration(it.extra), " later");
+      break;
+    case ItemKind::kMemberLeaves:
+      absl::StrAppend(&s, " agent ", it.agent, " drops replica ", it.replica,
+                      " for ", absl::FormatDuration(it.length));
       break;
   }
   return s;

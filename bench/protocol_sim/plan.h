@@ -10,7 +10,7 @@
 //
 // Sizes (the "seed's size", docs/TESTING.md): 1..4 agents, 1..3 replicas,
 // 2..8 endpoints, 20 s of traffic plus a quiet end, ~150 deliveries,
-// ~12 faults.
+// ~12 faults. Held calls in two seeds of five (Plan::held_calls).
 #ifndef STAGGER_BENCH_PROTOCOL_SIM_PLAN_H_
 #define STAGGER_BENCH_PROTOCOL_SIM_PLAN_H_
 
@@ -37,6 +37,9 @@ enum class ItemKind : uint8_t {
                    // on every replica for `length`
   kReload,         // a configuration reload on every replica
   kDuplicate,      // the next message down on a link arrives twice
+  kMemberLeaves,   // `agent`'s members drop `replica` for `length` (a
+                   // membership change): its stream ends, its held calls
+                   // go on to their keys' next owner
 };
 const char* ItemKindName(ItemKind k);
 
@@ -55,6 +58,9 @@ struct Item {
   absl::Duration detect;  // kPartition: when the stream breaks
   absl::Duration deadline;  // kDelivery: from its start
   absl::Duration cancel_after;  // kDelivery: InfiniteDuration: never
+  // kDelivery: > 0: its Admits wait this long (held over the stream);
+  // 0: the simulator decides (World::WaitFor).
+  absl::Duration wait;
 };
 
 struct Plan {
@@ -70,6 +76,9 @@ struct Plan {
   absl::Duration latency;     // one way, on a healthy link
   absl::Duration save_every;  // the replicas' state file
   double drift[8] = {};       // per node: agents, then replicas
+  // Held calls: the cut-off cluster's deliveries wait, and one in eight
+  // of the others (World::WaitFor). Off: no delivery waits.
+  bool held_calls = false;
   std::vector<Item> items;
 
   // This plan without the items whose ids are in `drop`.

@@ -27,6 +27,10 @@ const std::vector<PlantedSwitch>& PlantedSwitches() {
        "late successes on an old incarnation's clock end a run"},
       {"drop_count_report", &P::drop_count_report,
        "a count report is dropped without a word"},
+      {"drop_answers_at_stream_end", &P::drop_answers_at_stream_end,
+       "a stream's end throws away answers, probes and all"},
+      {"cancel_on_membership_change", &P::cancel_on_membership_change,
+       "a replaced replica's held calls are cancelled, not sent on"},
   };
   return *switches;
 }

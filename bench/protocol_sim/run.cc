@@ -86,6 +86,9 @@ Totals RunSeeds(uint64_t first, int64_t count, int threads, absl::Time until,
       totals.stats.central_calls += r.stats.central_calls;
       totals.stats.fallback += r.stats.fallback;
       totals.stats.probes += r.stats.probes;
+      totals.stats.held_calls += r.stats.held_calls;
+      totals.stats.held_lost += r.stats.held_lost;
+      totals.stats.probes_unsent += r.stats.probes_unsent;
       totals.fallback_sends += r.fallback_sends;
       if (r.violation.has_value()) {
         ++totals.failed;

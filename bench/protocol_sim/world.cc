@@ -10,14 +10,23 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/internal/held_book.h"
 #include "core/lease/replica_clock.h"
 #include "core/lease/time_bounds.h"
+#include "core/wire/wire.h"
+#include "server/service/agent_held_calls.h"
+#include "server/service/wait_room.h"
 
 namespace stagger::protocol_sim {
 namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Milliseconds(50);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+// A timer fires this much after its clock's due time: a clock that
+// rounds down never sees it early.
+constexpr absl::Duration kTimerSlack = absl::Microseconds(1);
+// I4's slack over a held call's give-up time: the timers' rounding.
+constexpr absl::Duration kHeldSlack = absl::Milliseconds(1);
 constexpr int kLeaseSource = 0, kCentralSource = 1, kFallbackSource = 2;
 constexpr int kDelivered = 0, kGaveUp = 1, kCancelled = 2, kLost = 3;
 const absl::Time kWallOrigin = absl::FromUnixSeconds(1767225600);  // 2026
@@ -62,6 +71,12 @@ struct World::Replica {
   std::unique_ptr<engine::SeededRandom> random;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<lease::ReplicaSync> sync;
+  // Held calls: waiting Admits agents hold here (driven by the world).
+  std::unique_ptr<service::WaitRoom> room;
+  uint64_t room_gen = 0;
+  absl::Duration room_at = absl::InfiniteDuration();
+  // I5: per key, probes handed out (a count) and the last one's token.
+  std::map<int, std::pair<uint64_t, uint64_t>> probe_given;
   std::vector<engine::EndpointRecord> saved;
   std::vector<engine::Pause> saved_pauses;
   uint64_t tick_gen = 0;
@@ -121,6 +136,19 @@ struct World::Link {
     uint64_t op;
   };
   std::vector<Waiter> flush_waiters;
+  // Held calls, agent side: the book (SyncSession's), its give-up timer.
+  client::HeldBook book;
+  uint64_t give_up_gen = 0;
+  absl::Duration give_up_at = absl::InfiniteDuration();
+  // Replica side: this stream's held calls, and answers not yet written
+  // (a stalled stream's write queue).
+  std::shared_ptr<service::AgentHeldCalls> held;
+  struct Unwritten {
+    v1::HeldAnswer answer;
+    int key;
+  };
+  std::vector<Unwritten> unwritten;
+  absl::Duration left_until;  // the agent's members lack r until then
 };
 
 struct World::Delivery {
@@ -139,6 +167,10 @@ struct World::Delivery {
   bool has_worker = false;
   absl::Duration failed_at;  // true time of its last failed answer
   const char* state = "waiting for a worker";
+  absl::Duration wait;  // > 0: its Admits wait (held calls)
+  uint64_t held_call = 0;  // the held call out now (0: none), on link
+  int held_r = -1;         // (agent, held_r) with the book's id held_id
+  uint64_t held_id = 0;
 };
 
 World::World(const Plan& plan,
@@ -169,7 +201,15 @@ World::World(const Plan& plan,
   }
 }
 
-World::~World() = default;
+// A run that stopped early may leave calls held: their streams close
+// before the rooms go, so that nothing answers into a world half gone.
+World::~World() {
+  for (auto& l : links_) {
+    if (l->held != nullptr) l->held->Close();
+    l->held.reset();
+  }
+  for (auto& rep : replicas_) rep->room.reset();
+}
 
 void World::Trace(int id, const std::string& what) {
   if (!trace_) return;
@@ -232,6 +272,14 @@ void World::StartReplica(int r) {
   }
   rep.sync = std::make_unique<lease::ReplicaSync>(o, rep.engine.get(),
                                                   &rep.mono);
+  service::WaitRoom::Options room;
+  room.max_waiting = 1000;
+  room.max_agent_held = 1000;
+  room.driver = service::WaitRoom::Driver::kCaller;
+  rep.room = std::make_unique<service::WaitRoom>(
+      rep.engine.get(), rep.engine_clock.get(), room, nullptr);
+  rep.room_at = absl::InfiniteDuration();
+  rep.probe_given.clear();
   rep.sync->AttachToEngine();
   rep.sync->set_counts_observer(
       [this, r](const lease::AgentKey& agent, const lease::CountReport& c) {
@@ -273,6 +321,9 @@ void World::StartAgent(int a) {
     l.gen = 0;
     l.connected = false;
     l.flush_waiters.clear();
+    l.book = client::HeldBook{};
+    l.give_up_at = absl::InfiniteDuration();  // the last one's timer is gone
+    ++l.give_up_gen;
     l.backoff = absl::Milliseconds(100);
     Connect(a, r);
   }
@@ -316,7 +367,7 @@ void World::Connect(int a, int r) {
   Link& l = link(a, r);
   Agent& ag = *agents_[a];
   if (!ag.alive || l.connected) return;
-  if (!replicas_[r]->alive || Partitioned(l, Now())) {
+  if (!replicas_[r]->alive || Partitioned(l, Now()) || Now() < l.left_until) {
     Reconnect(a, r);
     return;
   }
@@ -346,7 +397,7 @@ void World::Reconnect(int a, int r) {
   });
 }
 
-void World::Break(int a, int r) {
+void World::Break(int a, int r, bool left) {
   Link& l = link(a, r);
   if (!l.connected) return;
   l.connected = false;
@@ -356,6 +407,22 @@ void World::Break(int a, int r) {
   Replica& rep = *replicas_[r];
   if (rep.alive && l.stream != 0) rep.sync->Close(l.stream);
   l.stream = 0;
+  if (l.held != nullptr) {  // as sync_service.cc's OnDone
+    GiveBackUnwritten(a, r);
+    l.held->Close();
+    l.held.reset();
+    ScheduleRoom(r);
+  }
+  l.unwritten.clear();
+  if (ag.alive) {  // as SyncSession: the book's calls end with the stream
+    if (left) {
+      l.book.EndAllLeft();
+    } else {
+      l.book.EndAll(
+          absl::UnavailableError("the stream to the coordinator broke"));
+    }
+    FinishHeld(a, r);
+  }
   // Failure reports waiting for their counts go on without them.
   std::vector<Link::Waiter> waiters;
   waiters.swap(l.flush_waiters);
@@ -425,6 +492,14 @@ void World::ArriveUp(int a, int r, uint64_t gen, const lease::Up& up) {
     if (o.ok()) {
       l.stream = o->stream;
       down = std::move(o->first);
+      const uint64_t gen_now = l.gen;
+      l.held = service::AgentHeldCalls::Make(
+          rep.engine.get(), rep.room.get(), rep.engine_clock.get(), nullptr,
+          [this, a, r, gen_now](v1::HeldAnswer answer,
+                                absl::string_view endpoint) {
+            ReplicaAnswer(a, r, gen_now, std::move(answer), endpoint);
+          },
+          absl::StrCat("a", a));
     } else {
       down = o.status();
     }
@@ -443,6 +518,7 @@ void World::ArriveUp(int a, int r, uint64_t gen, const lease::Up& up) {
       checks_.RunUndone(p.key, s->second, rep.last_failure[p.key], Now());
     }
   }
+  if (!rep.applying.empty()) WakeRoom(r);  // counts: evidence for waiters
   ScheduleTick(r);
   if (!down.ok()) {
     if (absl::StrContains(down.status().message(), "counts.seq")) {
@@ -587,6 +663,7 @@ void World::Begin(const Item& item) {
   d->key = item.key;
   d->agent_incarnation = ag.incarnation;
   d->deadline = ag.wall.Now() + item.deadline;
+  d->wait = WaitFor(item);
   deliveries_.push_back(std::move(d));
   if (item.cancel_after != absl::InfiniteDuration()) {
     After(item.cancel_after, [this, id] {
@@ -615,6 +692,10 @@ void World::Admit(int id) {
       Follow(id, *dec, absl::ZeroDuration(), kLeaseSource);
       return;
     }
+  }
+  if (d.wait > absl::ZeroDuration()) {
+    const int r = RouteFor(d.agent, d.key);
+    if (r >= 0 && HoldOnStream(id, r)) return;
   }
   CallCentral(id, /*report=*/false, false);
 }
@@ -651,6 +732,11 @@ void World::CallCentral(int id, bool report, bool ok) {
         report ? rep.engine->Report(ReportIn(d, ok))
                : rep.engine->Admit(AdmitIn(d));
     if (report && !ok && dec.ok()) rep.last_failure[d.key] = d.failed_at;
+    if (!report && dec.ok() &&
+        (dec->admission & engine::kProbeAdmissionBit) != 0) {
+      NoteProbe(r, d.key, dec->admission);
+    }
+    if (report) WakeRoom(r);
     ScheduleTick(r);
     if (!dec.ok()) return;  // a bug would show as a stuck delivery
     const absl::Duration defer_for =
@@ -800,6 +886,11 @@ void World::End(int id, int how) {
     case kCancelled: ++stats_.cancelled; break;
     case kLost: ++stats_.lost_with_agent; break;
   }
+  if (how == kCancelled && d.held_call != 0) {  // the worker went away
+    Link& l = link(d.agent, d.held_r);
+    l.book.Drop(d.held_id);
+    FinishHeld(d.agent, d.held_r);
+  }
   Agent& ag = *agents_[d.agent];
   if (!d.has_worker || !ag.alive || ag.incarnation != d.agent_incarnation) {
     return;
@@ -813,6 +904,269 @@ void World::End(int id, int how) {
     return Admit(next);
   }
   ++ag.free_workers;
+}
+
+// ---------------------------------------------------------------- held calls
+
+// The item's own wait; in a plan with held calls, one delivery in eight
+// waits 0.2..3 s too (keyed by its id, so a shrunk plan keeps it).
+absl::Duration World::WaitFor(const Item& item) const {
+  if (item.wait > absl::ZeroDuration()) return item.wait;
+  if (!plan_.held_calls || Mix(plan_.seed, 0x77616974, item.id) % 8 != 0) {
+    return absl::ZeroDuration();
+  }
+  return Keyed(plan_.seed, 0x77616974, item.id, 1, absl::Milliseconds(200),
+               absl::Seconds(3));
+}
+
+int World::KeyOf(absl::string_view endpoint) const {
+  const auto k = std::find(keys_.begin(), keys_.end(), endpoint);
+  return k == keys_.end() ? -1 : static_cast<int>(k - keys_.begin());
+}
+
+// As CoordinatorClient::HoldOnStream: the wait stops short of the
+// worker's deadline (less the room's margin), which bounds the give-up.
+bool World::HoldOnStream(int id, int r) {
+  Delivery& d = *deliveries_[id];
+  Agent& ag = *agents_[d.agent];
+  Link& l = link(d.agent, r);
+  if (!l.connected) return false;
+  engine::AdmitInput in = AdmitIn(d);
+  const absl::Duration left = d.deadline - ag.wall.Now();
+  in.wait = std::min(d.wait, left - service::WaitRoom::kDeadlineMargin);
+  if (in.wait <= absl::ZeroDuration()) return false;
+  v1::AdmitRequest request;
+  wire::ToProto(in, &request);
+  const absl::Time now = ag.mono.Now();
+  const uint64_t call = ++held_seq_;
+  const uint64_t op = ++d.op;
+  d.state = "held over the stream";
+  d.held_call = call;
+  d.held_r = r;
+  d.held_id = l.book.Hold(
+      std::move(request), in.wait, now, now + left,
+      [this, id, call, op](absl::StatusOr<v1::AdmitResponse> result) {
+        HeldDone(id, call, op, std::move(result));
+      });
+  const absl::Duration bound =
+      std::min(in.wait + client::HeldBook::kHeldGrace, left);
+  checks_.HeldBegun(call, Now() + TrueSpan(ag.mono, bound) + kHeldSlack);
+  Trace(id, absl::StrCat("held over the stream to replica ", r, " for ",
+                         absl::FormatDuration(in.wait)));
+  FinishHeld(d.agent, r);
+  return true;
+}
+
+// As CoordinatorClient::AnswerHeld: an answer is followed; a give-up goes
+// to the fallback; a stream's end (UNAVAILABLE) sends the call on.
+void World::HeldDone(int id, uint64_t call, uint64_t op,
+                     absl::StatusOr<v1::AdmitResponse> result) {
+  Delivery& d = *deliveries_[id];
+  const bool cancelled =
+      !result.ok() && result.status().code() == absl::StatusCode::kCancelled;
+  checks_.HeldAnswered(call, Now(), cancelled, d.ended);
+  if (d.held_call == call) d.held_call = 0;
+  if (d.ended || d.op != op) return;
+  Agent& ag = *agents_[d.agent];
+  if (result.ok()) {
+    absl::StatusOr<engine::Decision> dec =
+        wire::FromProto(result->decision(), ag.wall.Now());
+    if (dec.ok()) {
+      dec->admission = result->decision().admission();
+      const absl::Duration defer_for =
+          dec->verdict == engine::Verdict::kDefer
+              ? std::max(absl::ZeroDuration(), dec->defer_until - ag.wall.Now())
+              : absl::ZeroDuration();
+      return Follow(id, *dec, defer_for, kCentralSource);
+    }
+  } else if (result.status().code() == absl::StatusCode::kUnavailable) {
+    Trace(id, "its held call's stream ended: sent on");
+    return CallCentral(id, /*report=*/false, false);
+  }
+  Trace(id, absl::StrCat("its held call ended: ", result.status().ToString()));
+  DecideFallback(id, /*report=*/false, false);
+}
+
+void World::FinishHeld(int a, int r) {
+  Link& l = link(a, r);
+  for (client::HeldBook::Finished& f : l.book.TakeFinished()) {
+    f.done(std::move(f.result));
+  }
+  // As SyncSession's writer: holds, drops and returns go up at once.
+  while (l.connected) {
+    v1::SyncUp up;
+    if (!l.book.FillUp(&up)) break;
+    ++stats_.messages_up;
+    const std::optional<absl::Duration> at = Arrival(l, /*up=*/true);
+    const uint64_t gen = l.gen;
+    At(*at, [this, a, r, gen, up = std::move(up)] {
+      ArriveHeldUp(a, r, gen, up);
+    });
+  }
+  ScheduleGiveUp(a, r);
+}
+
+void World::ScheduleGiveUp(int a, int r) {
+  Agent& ag = *agents_[a];
+  Link& l = link(a, r);
+  const absl::Time due = l.book.NextGiveUp();
+  if (!ag.alive || due == absl::InfiniteFuture()) return;
+  const absl::Duration at =
+      Now() + TrueSpan(ag.mono, std::max(absl::ZeroDuration(),
+                                         due - ag.mono.Now())) +
+      kTimerSlack;
+  if (at >= l.give_up_at && l.give_up_at > Now()) return;
+  l.give_up_at = at;
+  const uint64_t gen = ++l.give_up_gen;
+  const uint64_t incarnation = ag.incarnation;
+  At(at, [this, a, r, gen, incarnation] {
+    Link& l = link(a, r);
+    Agent& ag = *agents_[a];
+    if (l.give_up_gen != gen || ag.incarnation != incarnation || !ag.alive) {
+      return;
+    }
+    l.give_up_at = absl::InfiniteDuration();
+    l.book.GiveUp(ag.mono.Now());
+    FinishHeld(a, r);
+  });
+}
+
+// As SyncStream::ReceiveHeld.
+void World::ArriveHeldUp(int a, int r, uint64_t gen, const v1::SyncUp& up) {
+  Link& l = link(a, r);
+  if (gen != l.gen || !replicas_[r]->alive || l.held == nullptr) return;
+  std::shared_ptr<service::AgentHeldCalls> held = l.held;
+  for (const v1::HeldAdmit& h : up.holds()) {
+    if (!held->Hold(h).ok()) return Break(a, r);  // a bad id ends it
+  }
+  for (uint64_t id : up.drops()) held->Drop(id);
+  for (const v1::ReturnedRelease& ret : up.returns()) {
+    held->Return(ret.endpoint(), ret.admission());
+  }
+  ScheduleRoom(r);
+}
+
+// From the replica's AgentHeldCalls: one answer, into the stream's queue.
+void World::ReplicaAnswer(int a, int r, uint64_t gen, v1::HeldAnswer answer,
+                          absl::string_view endpoint) {
+  checks_.ReplicaAnswered(gen, answer.id(), Now());
+  const int key = KeyOf(endpoint);
+  const v1::Decision& dec = answer.response().decision();
+  if (answer.code() == 0 && key >= 0 &&
+      (dec.admission() & engine::kProbeAdmissionBit) != 0) {
+    NoteProbe(r, key, dec.admission());
+  }
+  Link& l = link(a, r);
+  if (l.gen != gen) return;  // Close() came first: never called then
+  l.unwritten.push_back({std::move(answer), key});
+  WriteAnswers(a, r);
+}
+
+// A partitioned link's writes block: answers wait for the heal.
+void World::WriteAnswers(int a, int r) {
+  Link& l = link(a, r);
+  if (l.unwritten.empty() || !l.connected || Partitioned(l, Now())) return;
+  std::vector<v1::HeldAnswer> answers;
+  for (Link::Unwritten& u : l.unwritten) answers.push_back(std::move(u.answer));
+  l.unwritten.clear();
+  const std::optional<absl::Duration> at = Arrival(l, /*up=*/false);
+  const uint64_t gen = l.gen;
+  At(*at, [this, a, r, gen, answers = std::move(answers)] {
+    ArriveAnswers(a, r, gen, answers);
+  });
+}
+
+void World::ArriveAnswers(int a, int r, uint64_t gen,
+                          const std::vector<v1::HeldAnswer>& answers) {
+  Link& l = link(a, r);
+  if (gen != l.gen || !agents_[a]->alive) return;  // lost with the stream
+  for (const v1::HeldAnswer& answer : answers) l.book.Answer(answer);
+  FinishHeld(a, r);
+}
+
+void World::GiveBackUnwritten(int a, int r) {
+  Link& l = link(a, r);
+  Replica& rep = *replicas_[r];
+  for (const Link::Unwritten& u : l.unwritten) {
+    l.held->Unsent(u.answer, u.key >= 0 ? keys_[u.key] : "");
+    const v1::Decision& dec = u.answer.response().decision();
+    if (u.answer.code() != 0 || dec.verdict() != v1::PROCEED || u.key < 0 ||
+        (dec.admission() & engine::kProbeAdmissionBit) == 0) {
+      continue;
+    }
+    // I5: unless a probe went out on the key since, its slot is free by
+    // kProbeReturnBound. A probe of a period that ended holds no slot.
+    checks_.ProbeUnsent();
+    if (trace_) {
+      trace_(absl::StrFormat(
+          "%8.3fs replica %d: the stream of agent %d ended before it wrote "
+          "held call %d's probe of key %d",
+          absl::ToDoubleSeconds(Now()), r, a, u.answer.id(), u.key));
+    }
+    const std::pair<uint64_t, uint64_t> given = rep.probe_given[u.key];
+    if (given.second != dec.admission()) continue;
+    const uint64_t incarnation = rep.incarnation;
+    const int key = u.key;
+    const absl::Duration dropped_at = Now();
+    After(Checks::kProbeReturnBound,
+          [this, r, key, given, incarnation, dropped_at] {
+            Replica& rep = *replicas_[r];
+            if (!rep.alive || rep.incarnation != incarnation ||
+                rep.probe_given[key] != given) {
+              return;
+            }
+            absl::StatusOr<engine::EndpointSnapshot> s =
+                rep.engine->Inspect(keys_[key]);
+            if (s.ok() && s->breaker_state == engine::BreakerState::kHalfOpen &&
+                s->probes_in_flight > 0) {
+              checks_.ProbeKept(r, key, dropped_at, Now());
+            }
+          });
+  }
+}
+
+void World::NoteProbe(int r, int key, uint64_t admission) {
+  std::pair<uint64_t, uint64_t>& g = replicas_[r]->probe_given[key];
+  ++g.first;
+  g.second = admission;
+  if (trace_) {
+    trace_(absl::StrFormat("%8.3fs replica %d: a probe of key %d (%x)",
+                           absl::ToDoubleSeconds(Now()), r, key, admission));
+  }
+}
+
+// Something the waiters' gates read changed (a report, counts, a reload,
+// a pause): every line is looked at.
+void World::WakeRoom(int r) {
+  Replica& rep = *replicas_[r];
+  if (!rep.alive || rep.room == nullptr || rep.room->waiting() == 0) return;
+  rep.room->WakeIf([](absl::string_view) { return true; });
+  ScheduleRoom(r);
+}
+
+void World::ScheduleRoom(int r) {
+  Replica& rep = *replicas_[r];
+  if (!rep.alive || rep.room == nullptr) return;
+  const absl::Time due = rep.room->NextDue();
+  if (due == absl::InfiniteFuture()) return;
+  const absl::Duration at =
+      Now() +
+      TrueSpan(rep.mono,
+               std::max(absl::ZeroDuration(), due - rep.engine_clock->Now())) +
+      kTimerSlack;
+  if (at >= rep.room_at && rep.room_at >= Now()) return;
+  rep.room_at = at;
+  const uint64_t gen = ++rep.room_gen;
+  const uint64_t incarnation = rep.incarnation;
+  At(at, [this, r, gen, incarnation] {
+    Replica& rep = *replicas_[r];
+    if (!rep.alive || rep.incarnation != incarnation || rep.room_gen != gen) {
+      return;
+    }
+    rep.room_at = absl::InfiniteDuration();
+    rep.room->RunDue();
+    ScheduleRoom(r);
+  });
 }
 
 // ---------------------------------------------------------------- crashes
@@ -834,6 +1188,7 @@ void World::CrashReplica(int r, absl::Duration down) {
   if (!rep.alive) return;
   for (int a = 0; a < plan_.agents; ++a) Break(a, r);
   rep.alive = false;
+  rep.room.reset();
   rep.sync.reset();
   rep.engine.reset();
   After(down, [this, r] { StartReplica(r); });
@@ -844,8 +1199,12 @@ void World::CrashAgent(int a, absl::Duration down) {
   if (!ag.alive) return;
   for (size_t id = 0; id < deliveries_.size(); ++id) {
     Delivery& d = *deliveries_[id];
-    if (d.agent == a && !d.ended) End(static_cast<int>(id), kLost);
+    if (d.agent != a || d.ended) continue;
+    if (d.held_call != 0) checks_.HeldLost(d.held_call);  // died with it
+    d.held_call = 0;
+    End(static_cast<int>(id), kLost);
   }
+  for (int r = 0; r < plan_.replicas; ++r) link(a, r).book = client::HeldBook{};
   for (int r = 0; r < plan_.replicas; ++r) Break(a, r);
   ag.alive = false;
   After(down, [this, a] { StartAgent(a); });
@@ -883,6 +1242,7 @@ void World::ScheduleFleetWide(const Item& item) {
         (void)rep->engine->pauses().Set(target, prefix, item.length,
                                         "planned", "sim", rep->engine_clock->Now());
       }
+      for (int r = 0; r < plan_.replicas; ++r) WakeRoom(r);
     });
   }
   At(item.at, [this] {
@@ -892,6 +1252,7 @@ void World::ScheduleFleetWide(const Item& item) {
       if (!rep.alive) continue;
       rep.engine->SetConfig(Config(config_version_));
       rep.sync->OnConfig(Config(config_version_));
+      WakeRoom(static_cast<int>(r));
       ScheduleTick(static_cast<int>(r));
     }
   });
@@ -914,6 +1275,9 @@ void World::Schedule(const Item& item) {
         At(item.at + item.detect,
            [this, item] { Break(item.agent, item.replica); });
       }
+      // Healed: a stalled stream writes what waited.
+      At(item.at + item.length,
+         [this, item] { WriteAnswers(item.agent, item.replica); });
       return;
     }
     case ItemKind::kSlowLink:
@@ -938,10 +1302,23 @@ void World::Schedule(const Item& item) {
       return At(item.at, [this, item] {
         link(item.agent, item.replica).dup_extra = item.extra;
       });
+    case ItemKind::kMemberLeaves:
+      return At(item.at, [this, item] {
+        link(item.agent, item.replica).left_until = Now() + item.length;
+        Break(item.agent, item.replica, /*left=*/true);
+      });
   }
 }
 
 void World::Run() {
+  struct Totals {  // the held calls' counts, whatever way the run ends
+    World* w;
+    ~Totals() {
+      w->stats_.held_calls = w->checks_.held_calls();
+      w->stats_.held_lost = w->checks_.held_lost();
+      w->stats_.probes_unsent = w->checks_.probes_unsent();
+    }
+  } totals{this};
   for (int r = 0; r < plan_.replicas; ++r) {
     StartReplica(r);
     After(plan_.save_every, [this, r] { SaveState(r); });
@@ -963,6 +1340,7 @@ void World::Run() {
     if (agents_[a]->alive) alive.insert(AgentName(a));
   }
   checks_.SettleCounts(alive);
+  checks_.SettleHeld(Now());
   for (size_t id = 0; id < deliveries_.size(); ++id) {
     if (!deliveries_[id]->ended) {
       checks_.Stuck(static_cast<int>(id), deliveries_[id]->state, Now());

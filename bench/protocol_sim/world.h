@@ -24,6 +24,13 @@
 //   * Replicas crash (-9: state lost but the last state file) and come back
 //     as a new incarnation; agents crash and come back as a new
 //     incarnation (their deliveries are lost with them).
+//   * Held calls: some deliveries' Admits wait (World::WaitFor). The agent
+//     holds them over the key's stream (client::HeldBook, as SyncSession
+//     does); the replica enters them in a real WaitRoom, driven on its
+//     engine's clock, through a real service::AgentHeldCalls per stream.
+//     While a partition stalls a stream, the replica's answers wait in its
+//     write queue; a stream that ends first gives them back (Unsent).
+//     A member that leaves an agent's list ends its stream there.
 //   * Workers: each delivery Admits, waits the delay, sends, Reports, and
 //     follows the answer (PROCEED, DEFER, GIVE_UP, DONE), until its end or
 //     its cancellation. A send to a key in an outage fails after a long
@@ -41,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/protocol_sim/checks.h"
 #include "bench/protocol_sim/plan.h"
@@ -49,6 +57,7 @@
 #include "core/lease/agent_link.h"
 #include "core/lease/replica_sync.h"
 #include "core/wire/rendezvous.h"
+#include "stagger/v1/sync.pb.h"
 
 namespace stagger::protocol_sim {
 
@@ -64,6 +73,9 @@ struct RunStats {
   int64_t fallback = 0;         // decided by an agent's fallback
   int64_t probes = 0;
   int64_t messages_up = 0;
+  int64_t held_calls = 0;     // answered (I4)
+  int64_t held_lost = 0;      // lost with their agent
+  int64_t probes_unsent = 0;  // answers never written, with a probe (I5)
 };
 
 class World {
@@ -117,7 +129,8 @@ class World {
   std::optional<absl::Duration> Arrival(Link& l, bool up);
   void Connect(int a, int r);
   void Reconnect(int a, int r);
-  void Break(int a, int r);
+  // `left`: the agent's members dropped r (its held calls go on elsewhere).
+  void Break(int a, int r, bool left = false);
   void SendUp(int a, int r, lease::Up up);
   void SendDown(int a, int r, const lease::Down& down);
   void ArriveUp(int a, int r, uint64_t gen, const lease::Up& up);
@@ -141,6 +154,27 @@ class World {
   // The link that may answer `key` locally for agent `a` now, or null.
   lease::AgentLink* LocalLink(int a, int key);
   int RouteFor(int a, int key) const;  // -1: no replica reachable
+
+  // Held calls: the agent's book (per link), the replica's room.
+  absl::Duration WaitFor(const Item& item) const;
+  bool HoldOnStream(int id, int r);
+  void HeldDone(int id, uint64_t call, uint64_t op,
+                absl::StatusOr<v1::AdmitResponse> result);
+  // Runs the book's ended calls, sends what is due, times the give-up.
+  void FinishHeld(int a, int r);
+  void ScheduleGiveUp(int a, int r);
+  void ArriveHeldUp(int a, int r, uint64_t gen, const v1::SyncUp& up);
+  void ReplicaAnswer(int a, int r, uint64_t gen, v1::HeldAnswer answer,
+                     absl::string_view endpoint);
+  void WriteAnswers(int a, int r);
+  void ArriveAnswers(int a, int r, uint64_t gen,
+                     const std::vector<v1::HeldAnswer>& answers);
+  // The stream ended: answers never written give their probes back.
+  void GiveBackUnwritten(int a, int r);
+  void ScheduleRoom(int r);
+  void WakeRoom(int r);
+  void NoteProbe(int r, int key, uint64_t admission);
+  int KeyOf(absl::string_view endpoint) const;
 
   // Crashes and the state file.
   void CrashReplica(int r, absl::Duration down);
@@ -170,6 +204,7 @@ class World {
   std::vector<absl::Duration> outage_until_;  // per key, and from when
   std::vector<absl::Duration> outage_from_;
   int config_version_ = 0;
+  uint64_t held_seq_ = 0;  // the simulator's number for each held call
   Checks checks_;
   RunStats stats_;
 };

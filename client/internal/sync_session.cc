@@ -14,8 +14,6 @@ namespace {
 
 // A stream that stayed up this long starts the next backoff afresh.
 constexpr absl::Duration kHealthyStream = absl::Seconds(10);
-// Held calls, drops and returns per message (sync.proto allows 10,000).
-constexpr int kHeldPerMessage = 1000;
 
 lease::AgentLink::Options LinkOptions(const SyncSession::Options& o) {
   lease::AgentLink::Options out;
@@ -49,9 +47,7 @@ SyncSession::~SyncSession() {
   answerer_.join();
   {
     absl::MutexLock l(&mu_);
-    EndAllHeld(absl::UnavailableError(
-        "the lease stream to this replica closed (it left the members, or "
-        "the client is closing)"));
+    held_.EndAllLeft();
   }
   RunFinished();
 }
@@ -66,55 +62,23 @@ std::optional<uint64_t> SyncSession::Hold(v1::AdmitRequest request,
   if (stop_ || broken_ || !connected() || !wait.ok() || WriteStuck(now)) {
     return std::nullopt;
   }
-  const uint64_t id = next_held_id_++;
-  const absl::Time give_up = std::min(now + *wait + kHeldGrace, answer_by);
-  held_[id] = Held{std::move(request), std::move(done), give_up, false};
-  if (give_ups_.empty() || give_up < give_ups_.begin()->first) {
-    new_give_up_ = true;
+  if (std::min(now + *wait + kHeldGrace, answer_by) < held_.NextGiveUp()) {
+    new_give_up_ = true;  // the answerer measures its wait again
   }
-  give_ups_.insert({give_up, id});
-  holds_out_.push_back(id);
+  const uint64_t id =
+      held_.Hold(std::move(request), *wait, now, answer_by, std::move(done));
   nudged_ = true;
   return id;
 }
 
 void SyncSession::Drop(uint64_t id) {
   absl::MutexLock l(&mu_);
-  auto it = held_.find(id);
-  if (it == held_.end()) return;  // answered already
-  Held h = std::move(it->second);
-  held_.erase(it);
-  give_ups_.erase({h.give_up, id});
-  if (h.sent) {
-    drops_out_.push_back(id);
-    dropped_[id] = h.request.endpoint();
-  }
-  finished_.push_back(
-      {std::move(h.done), absl::CancelledError("cancelled while waiting")});
+  held_.Drop(id);
   nudged_ = true;  // the answerer runs `done`; the writer sends the drop
 }
 
 bool SyncSession::WriteStuck(absl::Time now) const {
   return now - writing_since_ >= kStuckWrite;
-}
-
-void SyncSession::GiveUp(absl::Time now) {
-  while (!give_ups_.empty() && give_ups_.begin()->first <= now) {
-    const uint64_t id = give_ups_.begin()->second;
-    give_ups_.erase(give_ups_.begin());
-    auto it = held_.find(id);
-    if (it == held_.end()) continue;
-    if (it->second.sent) {
-      drops_out_.push_back(id);
-      dropped_[id] = it->second.request.endpoint();
-      nudged_ = true;
-    }
-    finished_.push_back(
-        {std::move(it->second.done),
-         absl::DeadlineExceededError(
-             "the coordinator did not answer a held call in time")});
-    held_.erase(it);
-  }
 }
 
 void SyncSession::Answerer() {
@@ -123,17 +87,17 @@ void SyncSession::Answerer() {
       absl::MutexLock l(&mu_);
       // Hold's new give-up times make it measure its wait again.
       const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || !finished_.empty() || new_give_up_ ||
-               (!give_ups_.empty() && give_ups_.begin()->first <= absl::Now());
+        return stop_ || held_.HasFinished() || new_give_up_ ||
+               held_.NextGiveUp() <= absl::Now();
       };
-      const absl::Duration wait =
-          give_ups_.empty() ? absl::InfiniteDuration()
-                            : give_ups_.begin()->first - absl::Now();
-      mu_.AwaitWithTimeout(absl::Condition(&due),
-                           std::max(wait, absl::ZeroDuration()));
+      mu_.AwaitWithTimeout(
+          absl::Condition(&due),
+          std::max(held_.NextGiveUp() - absl::Now(), absl::ZeroDuration()));
       if (stop_) return;  // the destructor ends what is left
       new_give_up_ = false;
-      GiveUp(absl::Now());
+      const size_t before = held_.size();
+      held_.GiveUp(absl::Now());
+      if (held_.size() != before) nudged_ = true;  // drops to send
     }
     RunFinished();
   }
@@ -145,71 +109,12 @@ int64_t SyncSession::held() const {
 }
 
 void SyncSession::RunFinished() {
-  std::vector<Finished> finished;
+  std::vector<HeldBook::Finished> finished;
   {
     absl::MutexLock l(&mu_);
-    finished.swap(finished_);
+    finished = held_.TakeFinished();
   }
-  for (Finished& f : finished) f.done(std::move(f.result));
-}
-
-void SyncSession::EndAllHeld(const absl::Status& status) {
-  for (auto& [id, h] : held_) finished_.push_back({std::move(h.done), status});
-  held_.clear();
-  give_ups_.clear();
-  holds_out_.clear();
-  drops_out_.clear();
-  returns_out_.clear();
-  dropped_.clear();
-}
-
-void SyncSession::Answer(const v1::HeldAnswer& a) {
-  if (auto it = held_.find(a.id()); it != held_.end()) {
-    Held h = std::move(it->second);
-    held_.erase(it);
-    give_ups_.erase({h.give_up, a.id()});
-    absl::StatusOr<v1::AdmitResponse> result =
-        a.code() == 0 ? absl::StatusOr<v1::AdmitResponse>(a.response())
-                      : absl::Status(static_cast<absl::StatusCode>(a.code()),
-                                     a.message());
-    finished_.push_back({std::move(h.done), std::move(result)});
-    return;
-  }
-  auto d = dropped_.find(a.id());
-  if (d == dropped_.end()) return;
-  const v1::Decision& decision = a.response().decision();
-  if (a.code() == 0 && decision.verdict() == v1::PROCEED &&
-      decision.admission() != 0) {
-    v1::ReturnedRelease r;
-    r.set_endpoint(d->second);
-    r.set_admission(decision.admission());
-    returns_out_.push_back(std::move(r));
-    nudged_ = true;
-  }
-  dropped_.erase(d);
-}
-
-bool SyncSession::FillHeld(v1::SyncUp* up) {
-  while (!holds_out_.empty() && up->holds_size() < kHeldPerMessage) {
-    const uint64_t id = holds_out_.front();
-    holds_out_.pop_front();
-    auto it = held_.find(id);
-    if (it == held_.end()) continue;  // dropped before it went
-    it->second.sent = true;
-    v1::HeldAdmit* h = up->add_holds();
-    h->set_id(id);
-    *h->mutable_request() = it->second.request;
-  }
-  while (!drops_out_.empty() && up->drops_size() < kHeldPerMessage) {
-    up->add_drops(drops_out_.back());
-    drops_out_.pop_back();
-  }
-  while (!returns_out_.empty() && up->returns_size() < kHeldPerMessage) {
-    *up->add_returns() = std::move(returns_out_.back());
-    returns_out_.pop_back();
-  }
-  return up->holds_size() > 0 || up->drops_size() > 0 ||
-         up->returns_size() > 0;
+  for (HeldBook::Finished& f : finished) f.done(std::move(f.result));
 }
 
 void SyncSession::SetMembers(std::vector<std::string> members) {
@@ -341,7 +246,7 @@ void SyncSession::Stream(std::unique_ptr<v1::AgentSync::Stub>& stub) {
     ctx_ = nullptr;
     connected_.store(false, std::memory_order_relaxed);
     link_.OnBroken();
-    EndAllHeld(absl::UnavailableError("the stream to the coordinator broke"));
+    held_.EndAll(absl::UnavailableError("the stream to the coordinator broke"));
   }
   RunFinished();
 }
@@ -371,7 +276,7 @@ void SyncSession::Read(
       if (!in.ok()) break;
       link_.OnDown(*in, Now());
       nudged_ = true;  // something may be due sooner (an acknowledgement)
-      for (const v1::HeldAnswer& a : down.answers()) Answer(a);
+      for (const v1::HeldAnswer& a : down.answers()) held_.Answer(a);
     }
     if (down.answers_size() > 0) RunFinished();
   }
@@ -390,7 +295,7 @@ bool SyncSession::NextMessage(v1::SyncUp* up) {
       return true;
     }
     // Held calls, drops and returns go at once.
-    if (FillHeld(up)) {
+    if (held_.FillUp(up)) {
       nudged_ = false;
       return true;
     }
@@ -400,8 +305,7 @@ bool SyncSession::NextMessage(v1::SyncUp* up) {
     }
     const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stop_ || broken_ || nudged_ || !urgent_.empty() ||
-             !holds_out_.empty() || !drops_out_.empty() ||
-             !returns_out_.empty();
+             held_.HasOutgoing();
     };
     // The link's next due time is on its own clock; wait that long.
     const absl::Duration wait =

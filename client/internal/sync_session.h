@@ -49,7 +49,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -62,6 +61,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/engine/clock.h"
+#include "client/internal/held_book.h"
 #include "core/lease/agent_link.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -108,13 +108,12 @@ class SyncSession final : public lease::LinkView {
   absl::Time Now() const { return options_.clock->Now(); }
   bool FlushFor(absl::string_view endpoint, absl::Duration timeout);
 
-  // How long after its wait a held call's answer may come: the replica
-  // answers at the wait's end, plus the time to reach this client.
-  static constexpr absl::Duration kHeldGrace = absl::Milliseconds(50);
+  // How long after its wait a held call's answer may come (HeldBook).
+  static constexpr absl::Duration kHeldGrace = HeldBook::kHeldGrace;
   // A write blocked this long: the replica does not read; new held calls
   // go another way.
   static constexpr absl::Duration kStuckWrite = absl::Seconds(1);
-  using HeldDone = std::function<void(absl::StatusOr<v1::AdmitResponse>)>;
+  using HeldDone = HeldBook::Done;
   // Nothing taken (nullopt) if the stream is not up. request.wait > 0;
   // answer_by is real time.
   std::optional<uint64_t> Hold(v1::AdmitRequest request, absl::Time answer_by,
@@ -140,28 +139,8 @@ class SyncSession final : public lease::LinkView {
   // The next message due, blocking until one is (or the stream broke, or
   // stop). False: stop writing.
   bool NextMessage(v1::SyncUp* up);
-  // Held calls: what goes up next (holds, drops, returns; false: nothing).
-  bool FillHeld(v1::SyncUp* up) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The held calls whose give-up time is <= now end (DEADLINE_EXCEEDED);
-  // the replica is told to drop those it has.
-  void GiveUp(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WriteStuck(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Answer(const v1::HeldAnswer& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every held call ends with `status` (the stream broke, or stop).
-  void EndAllHeld(const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunFinished();  // the `done`s due, outside the lock
-
-  struct Held {
-    v1::AdmitRequest request;
-    HeldDone done;
-    absl::Time give_up;  // real time
-    bool sent = false;   // in a message already
-  };
-  struct Finished {
-    HeldDone done;
-    absl::StatusOr<v1::AdmitResponse> result;
-  };
 
   const std::shared_ptr<grpc::Channel> channel_;
   const Options options_;
@@ -179,16 +158,10 @@ class SyncSession final : public lease::LinkView {
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel
   // When the write in progress started (real time); InfiniteFuture: none.
   absl::Time writing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  uint64_t next_held_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<uint64_t, Held> held_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<absl::Time, uint64_t>> give_ups_ ABSL_GUARDED_BY(mu_);
+  // The held calls (held_book.h): each ends once, through a `done` the
+  // answerer runs (RunFinished).
+  HeldBook held_ ABSL_GUARDED_BY(mu_);
   bool new_give_up_ ABSL_GUARDED_BY(mu_) = false;  // an earlier one came
-  std::deque<uint64_t> holds_out_ ABSL_GUARDED_BY(mu_);  // not sent yet
-  std::vector<uint64_t> drops_out_ ABSL_GUARDED_BY(mu_);
-  std::vector<v1::ReturnedRelease> returns_out_ ABSL_GUARDED_BY(mu_);
-  // Dropped after they were sent: an answer may still come for them.
-  absl::flat_hash_map<uint64_t, std::string> dropped_ ABSL_GUARDED_BY(mu_);
-  std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
   std::thread writer_;
   std::thread answerer_;
 };

@@ -58,11 +58,12 @@ struct PlantedRegressions {
   // The agent drops one count report without saying so.
   bool drop_count_report = false;
   // A drain (or any stream end) throws away answers queued for held calls
-  // (issue 27, item 1).
-  bool drain_drops_answers = false;
+  // without giving their probes back: a probe keeps its slot until
+  // probe_timeout (the old "a drain throws away agents' answers").
+  bool drop_answers_at_stream_end = false;
   // A membership change answers CANCELLED to calls held on a replaced
-  // replica instead of sending them on (issue 27, item 3).
-  bool membership_change_cancels = false;
+  // replica instead of re-routing them to the key's new owner.
+  bool cancel_on_membership_change = false;
 };
 
 PlantedRegressions& Planted();

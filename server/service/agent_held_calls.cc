@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/lease/planted.h"
 #include "core/wire/wire.h"
 
 namespace stagger::service {
@@ -159,6 +160,18 @@ void AgentHeldCalls::Drop(uint64_t id) {
 void AgentHeldCalls::Return(absl::string_view endpoint, uint64_t admission) {
   engine_->ReturnProbe(endpoint, admission);
   if (room_ != nullptr) room_->Wake(endpoint);
+}
+
+void AgentHeldCalls::Unsent(const v1::HeldAnswer& answer,
+                            absl::string_view endpoint) {
+  // Planted (issue 27, item 1): the answer is thrown away, probe and all.
+  if (lease::Planted().drop_answers_at_stream_end) return;
+  const v1::Decision& d = answer.response().decision();
+  if (answer.code() != 0 || d.verdict() != v1::PROCEED ||
+      (d.admission() & engine::kProbeAdmissionBit) == 0) {
+    return;
+  }
+  Return(endpoint, d.admission());
 }
 
 void AgentHeldCalls::Close() {

@@ -17,6 +17,9 @@
 //   * Return(endpoint, admission): a release the agent could not use (its
 //     worker had gone); a probe goes back to the engine and the endpoint's
 //     line is looked at, so the next waiter gets it.
+//   * Unsent(answer, endpoint): an answer `send` took that the stream
+//     will never write (it ended first). A probe it carried goes back at
+//     once (Return), so the slot does not wait out probe_timeout.
 //   * Close(): the stream ended. Every entry leaves the room (a probe
 //     already released to one goes back), nothing more is sent, later
 //     holds are refused.
@@ -66,6 +69,7 @@ class AgentHeldCalls : public std::enable_shared_from_this<AgentHeldCalls> {
   absl::Status Hold(const v1::HeldAdmit& h);
   void Drop(uint64_t id);
   void Return(absl::string_view endpoint, uint64_t admission);
+  void Unsent(const v1::HeldAnswer& answer, absl::string_view endpoint);
   void Close();
 
   size_t held() const;  // entries not yet answered

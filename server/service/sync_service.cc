@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "core/engine/decision.h"
 #include "core/lease/messages.h"
 #include "core/rpc/raw_unary.h"
 #include "core/wire/sync_wire.h"
@@ -279,14 +278,7 @@ class SyncStream final
   void GiveBack(AgentHeldCalls* held,
                 const std::vector<PendingAnswer>& unsent) {
     if (held == nullptr) return;
-    for (const PendingAnswer& p : unsent) {
-      const v1::Decision& d = p.answer.response().decision();
-      if (p.answer.code() != 0 || d.verdict() != v1::PROCEED ||
-          (d.admission() & engine::kProbeAdmissionBit) == 0) {
-        continue;
-      }
-      held->Return(p.endpoint, d.admission());
-    }
+    for (const PendingAnswer& p : unsent) held->Unsent(p.answer, p.endpoint);
   }
 
   // Starts the next write if none is out, or the finish once all are out.

@@ -46,7 +46,9 @@ WaitRoom::WaitRoom(engine::Engine* engine, const engine::Clock* clock,
       options_(options),
       answered_(std::move(answered)),
       metrics_(metrics) {
-  thread_ = std::thread([this] { Run(); });
+  if (options_.driver == Driver::kOwnThread) {
+    thread_ = std::thread([this] { Run(); });
+  }
 }
 
 WaitRoom::~WaitRoom() { Shutdown(); }
@@ -151,31 +153,63 @@ bool WaitRoom::Cancel(HeldCall* call) {
   return true;
 }
 
+void WaitRoom::DropStale() {
+  while (!timers_.empty()) {
+    const Timer& t = timers_.top();
+    auto it = lines_.find(t.second);
+    if (it != lines_.end() && it->second.next_look == t.first) return;
+    timers_.pop();
+  }
+}
+
+std::optional<std::string> WaitRoom::TakeDue(absl::Time now) {
+  DropStale();
+  if (timers_.empty() || timers_.top().first > now) return std::nullopt;
+  std::string key = timers_.top().second;
+  timers_.pop();
+  return key;
+}
+
 void WaitRoom::Run() {
   absl::MutexLock l(&mu_);
   while (!stop_) {
-    const absl::Time next =
-        timers_.empty() ? absl::InfiniteFuture() : timers_.top().first;
-    if (const absl::Duration left = next - clock_->Now();
-        left > absl::ZeroDuration()) {
-      // Sleeps until the first timer, or until an earlier one (or the
-      // stop) arrives. The sleep is measured on `clock_` (a test's fake
-      // clock too: a test that moves it on wakes the line it means).
-      const auto woken = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || poked_ ||
-               (!timers_.empty() && timers_.top().first < next);
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&woken), left);
-      poked_ = false;
+    if (std::optional<std::string> key = TakeDue(clock_->Now())) {
+      mu_.Unlock();
+      Look(*key);
+      mu_.Lock();
       continue;
     }
-    Timer t = timers_.top();
-    timers_.pop();
-    auto it = lines_.find(t.second);
-    if (it == lines_.end() || it->second.next_look != t.first) continue;
-    mu_.Unlock();
-    Look(t.second);
-    mu_.Lock();
+    const absl::Time next =
+        timers_.empty() ? absl::InfiniteFuture() : timers_.top().first;
+    // Sleeps until the first timer, or until an earlier one (or the stop)
+    // arrives. The sleep is measured on `clock_` (a test's fake clock too:
+    // a test that moves it on wakes the line it means).
+    const auto woken = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || poked_ ||
+             (!timers_.empty() && timers_.top().first < next);
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), next - clock_->Now());
+    poked_ = false;
+  }
+}
+
+absl::Time WaitRoom::NextDue() {
+  absl::MutexLock l(&mu_);
+  DropStale();
+  return timers_.empty() ? absl::InfiniteFuture() : timers_.top().first;
+}
+
+void WaitRoom::RunDue() {
+  const absl::Time now = clock_->Now();
+  while (true) {
+    std::optional<std::string> key;
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return;
+      key = TakeDue(now);
+    }
+    if (!key.has_value()) return;
+    Look(*key);
   }
 }
 
@@ -278,7 +312,7 @@ void WaitRoom::Shutdown() {
     }
     lines_.clear();
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   Deliver(std::move(answers));
 }
 

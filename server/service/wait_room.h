@@ -8,7 +8,7 @@
 //     wait at once, and one agent's calls at most AgentShare() of those
 //     (a tenth: no agent takes every slot): beyond that Hold returns false
 //     and the caller answers as an Admit would now (counted).
-//   * One timer thread looks at an endpoint's line when the engine's
+//   * A timer looks at an endpoint's line when the engine's
 //     recheck time comes, when Wake(endpoint) says something happened (a
 //     report, counts from an agent, an operator's action), and at each
 //     call's expiry: its wait, or its gRPC deadline less kDeadlineMargin.
@@ -26,6 +26,13 @@
 //     to the next call instead of sitting out its timeout.
 //   * Shutdown(): every waiting call is answered now (as an Admit would
 //     be), and later calls are not held.
+//   * Who drives the timer (Options::driver): the room's own thread
+//     (staggerd), or its caller (the protocol simulator, tests). A caller
+//     calls RunDue() when clock->Now() reaches NextDue(), and asks
+//     NextDue() again after anything it did to the room:
+//       room.Hold(call, recheck);
+//       while (clock.Now() >= room.NextDue()) room.RunDue();
+//     The decisions are the same code either way.
 // `answered(decision)` runs for every answer (metrics). Thread-safe. Lock
 // order: the room's lock, then the engine's shard locks; never the reverse.
 #ifndef STAGGER_SERVER_SERVICE_WAIT_ROOM_H_
@@ -36,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <thread>
@@ -125,9 +133,14 @@ class WaitRoom {
   // One agent holds at most max_agent_held / kAgentShareDivisor calls (at
   // least 1).
   static constexpr size_t kAgentShareDivisor = 10;
+  enum class Driver : uint8_t {
+    kOwnThread,  // a timer thread, sleeping on `clock` (staggerd)
+    kCaller,     // the caller calls RunDue() at NextDue()
+  };
   struct Options {
     size_t max_waiting = 100000;     // --max_waiting_calls
     size_t max_agent_held = 100000;  // --max_agent_held_calls
+    Driver driver = Driver::kOwnThread;
   };
   using Answered = std::function<void(const engine::Decision&)>;
   // `engine`, `clock` and `metrics` (null: none; the gauge of calls held
@@ -145,6 +158,13 @@ class WaitRoom {
   // (Cancelled); false: its answer is on its way (that answer stands).
   bool Cancel(HeldCall* call);
   void Shutdown();
+
+  // Driver::kCaller: when a look is next due on the room's clock
+  // (InfiniteFuture: none), and every look due at clock->Now(), answers
+  // delivered. With Driver::kOwnThread the thread does this; RunDue()
+  // must not be called then.
+  absl::Time NextDue();
+  void RunDue();
 
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
   // Whether Hold would take one more call of that kind (of `agent`, for an
@@ -175,9 +195,11 @@ class WaitRoom {
     absl::Time next_look = absl::InfiniteFuture();
   };
   using Timer = std::pair<absl::Time, std::string>;
+  // Looks due at the same time go in key order (a driven room runs the
+  // same way every time).
   struct Later {
     bool operator()(const Timer& a, const Timer& b) const {
-      return a.first > b.first;
+      return a.first != b.first ? a.first > b.first : a.second > b.second;
     }
   };
   // What a look decided: calls to answer (outside the lock).
@@ -187,6 +209,12 @@ class WaitRoom {
   };
 
   void Run();  // the timer thread
+  // Pops the timers due at `now`; the key of the first that is still
+  // its line's next look (nullopt: none).
+  std::optional<std::string> TakeDue(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pops the timers at the top that no line waits for any more.
+  void DropStale() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Look(const std::string& key);
   // The line's calls whose time is up, then its releases.
   void Expire(Line& line, absl::Time now, std::vector<Answer>* out)

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "core/lease/planted.h"
 #include "server/service/agent_held_calls.h"
 #include "tests/service/service_harness.h"
 #include "tests/testing/staggerd_process.h"
@@ -31,12 +32,7 @@ ServiceHarness::Options RoomOptions() {
 }
 
 v1::HeldAdmit Held(uint64_t id, absl::Duration wait = absl::Seconds(60)) {
-  v1::HeldAdmit h;
-  h.set_id(id);
-  h.mutable_request()->set_endpoint(kEp);
-  h.mutable_request()->set_attempt(2);
-  h.mutable_request()->mutable_wait()->set_seconds(absl::ToInt64Seconds(wait));
-  return h;
+  return HeldAdmitTo(kEp, id, wait);
 }
 
 class AgentHeldCallsTest : public ::testing::Test {
@@ -187,6 +183,39 @@ TEST_F(AgentHeldCallsTest, AReturnedProbeGoesToTheNextWaiter) {
   ASSERT_TRUE(PollUntil([&] { return SentCount() == 2; }));
   EXPECT_EQ(Sent()[1].id(), 2u);
   EXPECT_EQ(Sent()[1].response().decision().reason(), v1::HALF_OPEN_PROBE);
+}
+
+// The stream ended before it wrote an answer (sync_service.cc): the
+// answer's probe goes back at once, to the next waiter.
+TEST_F(AgentHeldCallsTest, AnAnswerTheStreamNeverWroteGivesItsProbeBack) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(1)).ok());
+  ASSERT_TRUE(calls_->Hold(Held(2)).ok());
+  HalfOpen();
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 1; }));
+  calls_->Unsent(Sent()[0], kEp);
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 2; }));
+  EXPECT_EQ(Sent()[1].id(), 2u);
+  EXPECT_EQ(Sent()[1].response().decision().reason(), v1::HALF_OPEN_PROBE);
+}
+
+// Planted drop_answers_at_stream_end (issue 27, item 1): the unsent
+// answer's probe keeps its slot.
+TEST_F(AgentHeldCallsTest, PlantedAnUnsentAnswerKeepsItsProbe) {
+  Trip();
+  ASSERT_TRUE(calls_->Hold(Held(1)).ok());
+  HalfOpen();
+  ASSERT_TRUE(PollUntil([&] { return SentCount() == 1; }));
+  lease::Planted().drop_answers_at_stream_end = true;
+  calls_->Unsent(Sent()[0], kEp);
+  lease::Planted() = {};
+  absl::StatusOr<engine::EndpointSnapshot> s = h_.engine().Inspect(kEp);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->probes_in_flight, 1);
+  calls_->Unsent(Sent()[0], kEp);  // unplanted: the slot is free
+  s = h_.engine().Inspect(kEp);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->probes_in_flight, 0);
 }
 
 TEST_F(AgentHeldCallsTest, TheStreamsEndTakesEveryEntryOutAndSendsNothing) {

@@ -35,12 +35,24 @@
 #include "server/service/server_setup.h"
 #include "server/service/wait_room.h"
 #include "stagger/v1/coordinator.grpc.pb.h"
+#include "stagger/v1/sync.pb.h"
 #include "tests/testing/fake_clock.h"
 
 namespace stagger::testing {
 
 // The waiting tests' endpoint: the breaker opens on the third consecutive
 // failure for 10 s, then half-opens with one probe whose success closes it.
+// An agent's held call `id`: attempt 2 of `endpoint`, waiting `wait`.
+inline v1::HeldAdmit HeldAdmitTo(absl::string_view endpoint, uint64_t id,
+                                 absl::Duration wait) {
+  v1::HeldAdmit h;
+  h.set_id(id);
+  h.mutable_request()->set_endpoint(std::string(endpoint));
+  h.mutable_request()->set_attempt(2);
+  h.mutable_request()->mutable_wait()->set_seconds(absl::ToInt64Seconds(wait));
+  return h;
+}
+
 inline void SetOneProbeBreaker(engine::EngineConfig& config) {
   auto& b = config.default_policy.breaker;
   b.consecutive_failures = 3;

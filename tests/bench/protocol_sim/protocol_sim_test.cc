@@ -1,5 +1,6 @@
 // The protocol simulator's own tests: it proves itself. Every planted
-// regression (core/lease/planted.h) is caught within the seeds CI runs;
+// regression (core/lease/planted.h; issue 27's held-call ones too) is
+// caught within the seeds CI runs;
 // a run is the same every time; a failure shrinks to fewer items that
 // still fail the same way. (The 10,000 clean seeds CI runs are
 // protocol_sim.seeds, a command of its own.)
@@ -45,6 +46,7 @@ TEST(ProtocolSimTest, ASeedRunsTheSameEveryTime) {
     EXPECT_EQ(a.stats.delivered, b.stats.delivered) << seed;
     EXPECT_EQ(a.stats.local_admits, b.stats.local_admits) << seed;
     EXPECT_EQ(a.stats.probes, b.stats.probes) << seed;
+    EXPECT_EQ(a.stats.held_calls, b.stats.held_calls) << seed;
     EXPECT_FALSE(a.violation.has_value()) << seed << ": " << a.violation->what;
   }
 }
@@ -72,6 +74,10 @@ TEST(ProtocolSimTest, EverySeedMakesLeasesWorkAndFaultsHappen) {
   EXPECT_GT(t.stats.local_admits, t.stats.delivered / 4);
   EXPECT_GT(t.stats.probes, 100);
   EXPECT_GT(t.stats.fallback, 100);
+  // Held calls are made and answered (I4), and some streams end with a
+  // probe's answer not yet written (I5).
+  EXPECT_GT(t.stats.held_calls, t.stats.delivered / 20);
+  EXPECT_GT(t.stats.probes_unsent, 0);
 }
 
 }  // namespace
