@@ -72,7 +72,8 @@ TEST(LeaseTest, AgentsAnswerHealthyTrafficAndCountIt) {
   // The coordinator hears each agent's hello, its acknowledgement of its
   // first copy of the set, and its flushes (counts and a renewal) until the
   // last delivery ends, and answers each (renewing).
-  const int flushes = static_cast<int>(r->settled_s / 0.5);
+  const int flushes = static_cast<int>(
+      r->settled_s / absl::ToDoubleSeconds(s.leases.flush_interval));
   EXPECT_GE(r->sync_up, 4 * flushes);
   EXPECT_LE(r->sync_up, 4 * (flushes + 3));
   EXPECT_EQ(r->sync_down, r->sync_up);
