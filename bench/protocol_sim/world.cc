@@ -957,8 +957,9 @@ bool World::HoldOnStream(int id, int r) {
   return true;
 }
 
-// As CoordinatorClient::AnswerHeld: an answer is followed; a give-up goes
-// to the fallback; a stream's end (UNAVAILABLE) sends the call on.
+// As CoordinatorClient::AnswerHeld, by client::NextStep: an answer is
+// followed; a give-up goes to the fallback; a stream's end sends the call
+// on. A failure ends nothing here (the worker asks its fallback).
 void World::HeldDone(int id, uint64_t call, uint64_t op,
                      absl::StatusOr<v1::AdmitResponse> result) {
   Delivery& d = *deliveries_[id];
@@ -968,7 +969,8 @@ void World::HeldDone(int id, uint64_t call, uint64_t op,
   if (d.held_call == call) d.held_call = 0;
   if (d.ended || d.op != op) return;
   Agent& ag = *agents_[d.agent];
-  if (result.ok()) {
+  const client::HeldNext next = client::NextStep(result);
+  if (next == client::HeldNext::kFollow) {
     absl::StatusOr<engine::Decision> dec =
         wire::FromProto(result->decision(), ag.wall.Now());
     if (dec.ok()) {
@@ -979,7 +981,7 @@ void World::HeldDone(int id, uint64_t call, uint64_t op,
               : absl::ZeroDuration();
       return Follow(id, *dec, defer_for, kCentralSource);
     }
-  } else if (result.status().code() == absl::StatusCode::kUnavailable) {
+  } else if (next == client::HeldNext::kResend) {
     Trace(id, "its held call's stream ended: sent on");
     return CallCentral(id, /*report=*/false, false);
   }

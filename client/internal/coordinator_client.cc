@@ -29,6 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "client/internal/batch_fan_out.h"
 #include "client/internal/client_metrics.h"
+#include "client/internal/held_book.h"
 #include "client/internal/local_decider.h"
 #include "client/internal/membership.h"
 #include "client/internal/replica.h"
@@ -590,27 +591,28 @@ void CoordinatorClient::Impl::AnswerHeld(
     done = std::move(call->done);
   }
   sub.Reset();
-  if (resp.ok()) {
-    absl::StatusOr<ClientDecision> d = FromResponse(*resp, clock_->Now());
-    if (d.ok()) r->MarkUp();
-    return done(d);
-  }
-  switch (resp.status().code()) {
-    case absl::StatusCode::kDeadlineExceeded: {
+  switch (NextStep(resp)) {
+    case HeldNext::kFollow: {
+      absl::StatusOr<ClientDecision> d = FromResponse(*resp, clock_->Now());
+      if (d.ok()) r->MarkUp();
+      return done(d);
+    }
+    case HeldNext::kFallback: {
       // No answer by its give-up time (the stream is stuck, or the replica
       // silent): the fallback decides now.
       r->MarkDown(grpc::StatusCode::DEADLINE_EXCEEDED);
       absl::StatusOr<engine::AdmitInput> in = wire::FromProto(call->req);
       return done(in.ok() ? local_.Admit(*in, resp.status()) : in.status());
     }
-    case absl::StatusCode::kUnavailable:
+    case HeldNext::kResend:
       if (stop_.HasBeenNotified()) {
         return done(absl::CancelledError("the client is closing"));
       }
       return ResendHeld(call, cancel, std::move(done));
-    default:
+    case HeldNext::kFail:
       return done(resp.status());
   }
+  return done(resp.status());
 }
 
 // The stream broke, or its replica left the members (the session ended):

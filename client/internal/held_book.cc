@@ -6,6 +6,18 @@
 
 namespace stagger::client {
 
+HeldNext NextStep(const absl::StatusOr<v1::AdmitResponse>& result) {
+  if (result.ok()) return HeldNext::kFollow;
+  switch (result.status().code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return HeldNext::kFallback;
+    case absl::StatusCode::kUnavailable:
+      return HeldNext::kResend;
+    default:
+      return HeldNext::kFail;
+  }
+}
+
 uint64_t HeldBook::Hold(v1::AdmitRequest request, absl::Duration wait,
                         absl::Time now, absl::Time answer_by, Done done) {
   const uint64_t id = next_id_++;

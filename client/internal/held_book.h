@@ -20,6 +20,8 @@
 //   * An answer for a call that ended after it went up, and that let a
 //     delivery go, goes back up (a return): its probe goes to the next
 //     waiter.
+//   * NextStep(result): what the caller does with a call's end. Both
+//     CoordinatorClient and the protocol simulator follow it.
 // Not thread-safe: the caller holds its own lock.
 //
 //   HeldBook book;
@@ -46,6 +48,15 @@
 #include "stagger/v1/sync.pb.h"
 
 namespace stagger::client {
+
+// What a held call's end asks of its caller.
+enum class HeldNext {
+  kFollow,    // the replica's answer: follow it
+  kFallback,  // no answer by the give-up time: the local fallback decides
+  kResend,    // the stream ended, or its replica left: the key's owner now
+  kFail,      // anything else (CANCELLED: the worker went away): give it back
+};
+HeldNext NextStep(const absl::StatusOr<v1::AdmitResponse>& result);
 
 class HeldBook {
  public:

@@ -139,6 +139,18 @@ TEST_F(HeldBookTest, AReplicaThatLeftTheMembersHandsItsCallsOn) {
   ASSERT_EQ(results_.size(), 1u);
   // UNAVAILABLE: the caller re-routes it to the key's new owner.
   EXPECT_EQ(results_[0].status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(NextStep(results_[0]), HeldNext::kResend);
+}
+
+TEST_F(HeldBookTest, EachEndTellsTheCallerItsNextStep) {
+  EXPECT_EQ(NextStep(v1::AdmitResponse()), HeldNext::kFollow);
+  EXPECT_EQ(NextStep(absl::DeadlineExceededError("gave up")),
+            HeldNext::kFallback);
+  EXPECT_EQ(NextStep(absl::UnavailableError("stream ended")),
+            HeldNext::kResend);
+  // A cancelled call is given back to its worker, never sent on.
+  EXPECT_EQ(NextStep(absl::CancelledError("dropped")), HeldNext::kFail);
+  EXPECT_EQ(NextStep(absl::InvalidArgumentError("endpoint")), HeldNext::kFail);
 }
 
 TEST_F(HeldBookTest, PlantedAReplicaThatLeftCancelsItsCalls) {
@@ -148,6 +160,7 @@ TEST_F(HeldBookTest, PlantedAReplicaThatLeftCancelsItsCalls) {
   RunFinished();
   ASSERT_EQ(results_.size(), 1u);
   EXPECT_EQ(results_[0].status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(NextStep(results_[0]), HeldNext::kFail) << "not re-routed";
 }
 
 }  // namespace
