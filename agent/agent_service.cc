@@ -34,7 +34,7 @@ void ToWire(const ClientDecision& d, absl::Time now, v1::Decision* out) {
 // of its own while the stream is down), and the call is finished when the
 // coordinator answers (or the client's fallback decides). Its wait is
 // min(wait, the worker's deadline - kDeadlineMargin); it is answered by
-// min(wait + 50 ms, the worker's deadline - kAnswerMargin) whatever the
+// min(wait + 250 ms, the worker's deadline - kAnswerMargin) whatever the
 // coordinator does; the worker cancelling it drops the coordinator's entry
 // too.
 // An Admit's or Report's answer; `ctx` (may be null) gets its source as

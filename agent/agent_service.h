@@ -20,7 +20,7 @@
 // its answer (client/coordinator_client.h, AdmitWaitingAsync); at most
 // `max_waiting` at once: beyond that it is answered at once, as an Admit
 // without a wait, and counted (waiting_overflows). A held call is answered
-// by min(its wait + 50 ms, the worker's deadline - 100 ms) at the latest,
+// by min(its wait + 250 ms, the worker's deadline - 100 ms) at the latest,
 // by the fallback if the coordinator's answer has not come
 // (CoordinatorClient::AdmitWaitingAsync's answer_by).
 // Thread-safe. `client`, `pool` and `tally` must outlive the service.

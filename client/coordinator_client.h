@@ -257,7 +257,7 @@ class CoordinatorClient final : public Coordinator {
   // time; a server relaying its caller's deadline, as stagger-agent does)
   // bounds when `done` runs: what the coordinator has not answered by then
   // is decided by the fallback then. With leases the call is held over the
-  // replica's lease stream; it is answered by min(in.wait + 50 ms,
+  // replica's lease stream; it is answered by min(in.wait + 250 ms,
   // answer_by) whatever that stream does (SyncSession::kHeldGrace). If the
   // stream breaks, or the replica leaves the members, the rest of the wait
   // goes to the key's owner as a waiting call of its own (or to the

@@ -61,8 +61,12 @@ HeldNext NextStep(const absl::StatusOr<v1::AdmitResponse>& result);
 class HeldBook {
  public:
   // How long after its wait a held call's answer may come: the replica
-  // answers at the wait's end, plus the time to reach this client.
-  static constexpr absl::Duration kHeldGrace = absl::Milliseconds(50);
+  // answers at the wait's end, plus the time to reach this client. A busy
+  // replica or agent (a container throttled for its 100 ms CPU period) may
+  // be that late. The fallback that answers instead knows nothing of the
+  // endpoint's Retry-After window, so its answer is the worse one. (50 ms
+  // let a fallback admit a retry inside a window, once, under ASan.)
+  static constexpr absl::Duration kHeldGrace = absl::Milliseconds(250);
   // Holds, drops and returns per message (sync.proto allows 10,000).
   static constexpr int kPerMessage = 1000;
 
