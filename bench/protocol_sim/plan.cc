@@ -55,6 +55,16 @@ void AddDeliveries(Draw& d, Plan& p) {
   }
 }
 
+// `key` fails from `at` for `length`.
+void AddOutage(Plan& p, int key, absl::Duration at, absl::Duration length) {
+  Item outage;
+  outage.kind = ItemKind::kOutage;
+  outage.key = key;
+  outage.at = at;
+  outage.length = length;
+  p.items.push_back(outage);
+}
+
 Item Fault(Draw& d, const Plan& p, ItemKind kind) {
   Item it;
   it.kind = kind;
@@ -121,12 +131,8 @@ void AddCrashCluster(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   for (int k = 0; k < p.keys; ++k) {
     if (static_cast<int>(owners.Owner(KeyName(k))) == crash.replica) key = k;
   }
-  Item outage;
-  outage.kind = ItemKind::kOutage;
-  outage.key = key;
-  outage.at = crash.at - d.Ms(0, 1500);
-  outage.length = d.Ms(2000, 6000);
-  p.items.push_back(outage);
+  const absl::Duration outage_at = crash.at - d.Ms(0, 1500);
+  AddOutage(p, key, outage_at, d.Ms(2000, 6000));
   Item cut;
   cut.kind = ItemKind::kPartition;
   cut.agent = d.Int(0, p.agents - 1);
@@ -174,15 +180,11 @@ void AddSlowThenStall(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   for (int k = 0; k < p.keys; ++k) {
     if (static_cast<int>(owners.Owner(KeyName(k))) == slow.replica) key = k;
   }
-  Item outage;
-  outage.kind = ItemKind::kOutage;
-  outage.key = key;
-  outage.at = stall.at + d.Ms(0, 500);
-  outage.length = d.Ms(2000, 5000);
-  p.items.push_back(outage);
+  const absl::Duration outage_at = stall.at + d.Ms(0, 500);
+  AddOutage(p, key, outage_at, d.Ms(2000, 5000));
   for (int agent : {slow.agent, d.Int(0, p.agents - 1)}) {
     const int n = d.Int(4, 12);
-    AddDeliveries(d, p, n, agent, key, outage.at, 4000);
+    AddDeliveries(d, p, n, agent, key, outage_at, 4000);
   }
 }
 
@@ -205,12 +207,7 @@ void AddStepBackDuringLateCounts(Draw& d, Plan& p,
   slow.length = d.Ms(3000, 5000);
   slow.extra = d.Ms(800, 1600);
   p.items.push_back(slow);
-  Item outage;
-  outage.kind = ItemKind::kOutage;
-  outage.key = key;
-  outage.at = t0;
-  outage.length = d.Ms(2000, 5000);
-  p.items.push_back(outage);
+  AddOutage(p, key, t0, d.Ms(2000, 5000));
   Item step;
   step.kind = ItemKind::kClockStep;
   step.agent = -1 - owner;
@@ -267,12 +264,8 @@ void AddStandInBehindSlowLink(Draw& d, Plan& p,
   slower.length = d.Ms(600, 1200);
   slower.extra = d.Ms(800, 1500);
   p.items.push_back(slower);
-  Item outage;
-  outage.kind = ItemKind::kOutage;
-  outage.key = key;
-  outage.at = cut.at + d.Ms(500, 1500);
-  outage.length = healed - outage.at + d.Ms(1000, 2000);
-  p.items.push_back(outage);
+  const absl::Duration outage_at = cut.at + d.Ms(500, 1500);
+  AddOutage(p, key, outage_at, healed - outage_at + d.Ms(1000, 2000));
   const int n = d.Int(8, 16);
   AddDeliveries(d, p, n, slow.agent, key, cut.at,
                 absl::ToInt64Milliseconds(healed - cut.at) + 1500);
@@ -289,12 +282,7 @@ void AddHeldCallsCutOff(Draw& d, Plan& p, const wire::Rendezvous& owners) {
   const int agent = d.Int(0, p.agents - 1);
   const absl::Duration t0 =
       d.Ms(1000, absl::ToInt64Milliseconds(p.traffic) - 6000);
-  Item outage;
-  outage.kind = ItemKind::kOutage;
-  outage.key = key;
-  outage.at = t0;
-  outage.length = d.Ms(1500, 4000);
-  p.items.push_back(outage);
+  AddOutage(p, key, t0, d.Ms(1500, 4000));
   Item cut;
   cut.agent = agent;
   cut.replica = owner;
